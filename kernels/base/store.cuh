@@ -1,0 +1,30 @@
+// Epilogue: O (FP32 registers) -> FP16 in shared memory -> 16-byte coalesced global stores.
+#pragma once
+#include "mma.cuh"
+
+// Each warp stages and stores only its own rows, so a __syncwarp orders the two halves.
+// sO may alias the warp's Q rows: they are read for the last time before this runs.
+template <class T, class Layout, class Barrier>
+__device__ __forceinline__ void store_o(const float (&o)[T::kMTiles][T::kDTiles][4], half* sO,
+                                        half* gO, int warp_row0, int valid_rows, int lane) {
+#pragma unroll
+  for (int mi = 0; mi < T::kMTiles; ++mi)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = warp_row0 + mi * 16 + (lane >> 2) + h * 8;
+#pragma unroll
+      for (int dt = 0; dt < T::kDTiles; ++dt)
+        *reinterpret_cast<uint32_t*>(sO + Layout::template offset<T::kChunks>(row, dt) +
+                                     (lane & 3) * 2) =
+            pack_half2(o[mi][dt][2 * h], o[mi][dt][2 * h + 1]);
+    }
+  __syncwarp();
+  Barrier::sync();
+#pragma unroll
+  for (int id = lane; id < T::kRowsPerWarp * T::kChunks; id += 32) {
+    const int row = warp_row0 + id / T::kChunks, chunk = id % T::kChunks;
+    if (row < valid_rows)
+      *reinterpret_cast<uint4*>(gO + row * T::kHeadDim + chunk * 8) =
+          *reinterpret_cast<const uint4*>(sO + Layout::template offset<T::kChunks>(row, chunk));
+  }
+}
