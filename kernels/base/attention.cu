@@ -194,10 +194,10 @@ static std::string config_json() {
          "}";
 }
 
-static std::string names_json(const std::string& csv) {  // "a,b" -> ["a", "b"]
+static std::string names_json(const std::string& csv) {  // "a+b" -> ["a", "b"]
   std::string out = "[", item;
   for (size_t i = 0; i <= csv.size(); ++i) {
-    if (i == csv.size() || csv[i] == ',') {
+    if (i == csv.size() || csv[i] == '+') {
       if (!item.empty()) out += (out.size() > 1 ? ", \"" : "\"") + item + "\"";
       item.clear();
     } else if (csv[i] != ' ') {

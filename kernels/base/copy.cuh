@@ -19,14 +19,18 @@ __device__ __forceinline__ void copy_chunk(half* dst, const half* src, bool vali
 }
 
 // Lane i of the block takes chunk i of the tile in row-major order: a warp reads 512
-// contiguous bytes (four 128-byte lines) with 16-byte accesses.
+// contiguous bytes (four 128-byte lines) with 16-byte accesses. A thread's chunks sit in
+// one column, kThreads / kChunks rows apart, so their addresses differ by constants.
 struct CoalescedRows {
   template <int kRows, int kChunks, int kThreads, class Layout, bool kAsync>
   __device__ __forceinline__ static void tile(half* smem, const half* gmem, int valid_rows,
                                               int tid) {
+    constexpr int kRowStep = kThreads / kChunks;
+    static_assert(kThreads % kChunks == 0 && kRows % kRowStep == 0, "whole rows per pass");
+    const int row0 = tid / kChunks, chunk = tid % kChunks;
 #pragma unroll
-    for (int id = tid; id < kRows * kChunks; id += kThreads) {
-      const int row = id / kChunks, chunk = id % kChunks;
+    for (int i = 0; i < kRows / kRowStep; ++i) {
+      const int row = row0 + i * kRowStep;
       const bool valid = row < valid_rows;
       copy_chunk<kAsync>(smem + Layout::template offset<kChunks>(row, chunk),
                          gmem + (valid ? row : 0) * kChunks * 8 + chunk * 8, valid);

@@ -58,4 +58,12 @@ struct ScoreF16 {
   }
   __device__ __forceinline__ float2 row(int h) const { return unpack_half2(r[h]); }
   __device__ __forceinline__ void set_row(int h, float2 v) { r[h] = pack_half2(v.x, v.y); }
+  // Max of row h over n tiles, taken in FP16 (exact), converted once.
+  template <int N>
+  __device__ __forceinline__ static float row_max(const ScoreF16 (&t)[N], int h) {
+    __half2 m = *reinterpret_cast<const __half2*>(&t[0].r[h]);
+#pragma unroll
+    for (int i = 1; i < N; ++i) m = __hmax2(m, *reinterpret_cast<const __half2*>(&t[i].r[h]));
+    return fmaxf(__low2float(m), __high2float(m));
+  }
 };

@@ -63,13 +63,7 @@ struct OnlineSoftmax {
     for (int mi = 0; mi < kMTiles; ++mi)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float mx = m[mi][h];
-#pragma unroll
-        for (int nt = 0; nt < kNTiles; ++nt) {
-          const float2 v = s[mi][nt].row(h);
-          mx = fmaxf(mx, fmaxf(v.x, v.y));
-        }
-        mx = quad_max(mx);
+        const float mx = quad_max(fmaxf(m[mi][h], Acc::row_max(s[mi], h)));
         // A row whose scores are all masked so far keeps max -inf: subtract 0 instead.
         const float base = mx == -INFINITY ? 0.f : mx * scale_log2;
         const float alpha = fast_exp2(m[mi][h] * scale_log2 - base);

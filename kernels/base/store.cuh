@@ -20,9 +20,11 @@ __device__ __forceinline__ void store_o(const float (&o)[T::kMTiles][T::kDTiles]
     }
   __syncwarp();
   Barrier::sync();
+  constexpr int kRowStep = 32 / T::kChunks;  // rows per warp-wide pass
+  const int chunk = lane % T::kChunks;
 #pragma unroll
-  for (int id = lane; id < T::kRowsPerWarp * T::kChunks; id += 32) {
-    const int row = warp_row0 + id / T::kChunks, chunk = id % T::kChunks;
+  for (int i = 0; i < T::kRowsPerWarp / kRowStep; ++i) {
+    const int row = warp_row0 + lane / T::kChunks + i * kRowStep;
     if (row < valid_rows)
       *reinterpret_cast<uint4*>(gO + row * T::kHeadDim + chunk * 8) =
           *reinterpret_cast<const uint4*>(sO + Layout::template offset<T::kChunks>(row, chunk));

@@ -22,17 +22,21 @@ struct Tile {
 };
 
 // The base's choice per head dim, from the H100's numbers (per SM: 4 sub-partitions, 64K
-// registers, 228 KB shared memory, 128 B/clk of shared-memory bandwidth):
+// registers, 228 KB shared memory, 128 B/clk of shared-memory bandwidth) and measured
+// against the alternatives (docs/tuning.md):
 // - 4 warps x 32 rows. A warp reuses each K or V fragment it reads with ldmatrix for two
 //   m16 MMAs; at 16 rows a warp would need 128 B/clk of ldmatrix traffic per SM just to
 //   keep mma.sync busy, at 32 rows half that.
-// - D=64: BLOCK_N=64. Registers per thread: Q 2x4x4 = 32, scores 2x8x2 = 16 (FP16
-//   accumulators), P 16, O 2x8x4 = 64: ptxas allocates 192, no spills, so two blocks
-//   (8 warps) fit the 64K-register file (BLOCK_N=128 reached 255 and spilled).
-//   Shared memory: Q 16 KB + 2 stages x (K 8 KB + V 8 KB) = 48 KB: four blocks' worth.
-// - D=128: O alone is 2x16x4 = 128 registers, so Q is re-read from shared memory at each
-//   k-step instead of held, and BLOCK_N=32 keeps scores at 2x4x2 = 8 (253 registers, no
-//   spills). Shared memory: Q 32 KB + 2 x (8 + 8) KB = 64 KB, under sm_86/89's 99 KB.
+// - BLOCK_N: as many keys per step as registers allow, since the online-softmax rescale,
+//   the row reductions and the barrier are paid once per key tile. Per thread: O takes
+//   2 x D/8 x 4 floats (64 at D=64, 128 at D=128) and the FP16 scores 2 x BLOCK_N/8 x 2
+//   (32 at BLOCK_N=128): FP16 accumulation is what makes BLOCK_N=128 fit at D=64.
+// - Q is re-read from shared memory at each k-step (one ldmatrix per m16 tile, reused
+//   across every key of the tile) rather than held: 32 (D=64) or 64 (D=128) registers freed.
+// - D=64: 128 x 128, 2 stages: Q 16 KB + 2 x (K 16 KB + V 16 KB) = 80 KB of shared memory,
+//   two blocks (8 warps) per SM by both shared memory and registers (<= 255 per thread).
+// - D=128: 128 x 64, 2 stages: Q 32 KB + 2 x (16 + 16) KB = 96 KB, two blocks per SM, and
+//   under sm_86/89's 99 KB per-block limit.
 template <int D> struct BaseTile;
-template <> struct BaseTile<64> : Tile<64, 128, 64, 4, 2, true> {};
-template <> struct BaseTile<128> : Tile<128, 128, 32, 4, 2, false> {};
+template <> struct BaseTile<64> : Tile<64, 128, 128, 4, 2, false> {};
+template <> struct BaseTile<128> : Tile<128, 128, 64, 4, 2, false> {};

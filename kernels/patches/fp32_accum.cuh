@@ -15,6 +15,13 @@ struct ScoreF32 {
   }
   __device__ __forceinline__ float2 row(int h) const { return make_float2(r[2 * h], r[2 * h + 1]); }
   __device__ __forceinline__ void set_row(int h, float2 v) { r[2 * h] = v.x; r[2 * h + 1] = v.y; }
+  template <int N>
+  __device__ __forceinline__ static float row_max(const ScoreF32 (&t)[N], int h) {
+    float m = fmaxf(t[0].r[2 * h], t[0].r[2 * h + 1]);
+#pragma unroll
+    for (int i = 1; i < N; ++i) m = fmaxf(m, fmaxf(t[i].r[2 * h], t[i].r[2 * h + 1]));
+    return m;
+  }
 };
 #define ABLATE_SEAM_SCORE_ACC ScoreF32
 #endif

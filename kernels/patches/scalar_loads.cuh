@@ -13,8 +13,10 @@ struct ScalarLoads {
                                               int tid) {
     constexpr int kCols = kChunks * 8;
     const auto* src = reinterpret_cast<const unsigned short*>(gmem);
+    static_assert((kRows * kCols) % kThreads == 0, "whole passes");
 #pragma unroll 8
-    for (int id = tid; id < kRows * kCols; id += kThreads) {
+    for (int i = 0; i < kRows * kCols / kThreads; ++i) {
+      const int id = tid + i * kThreads;
       const int row = id / kCols, col = id % kCols;
       const unsigned short v = row < valid_rows ? src[row * kCols + col] : 0;
       *reinterpret_cast<unsigned short*>(smem + Layout::template offset<kChunks>(row, col / 8) +

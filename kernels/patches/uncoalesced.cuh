@@ -11,8 +11,10 @@ struct ColumnWalk {
   template <int kRows, int kChunks, int kThreads, class Layout, bool kAsync>
   __device__ __forceinline__ static void tile(half* smem, const half* gmem, int valid_rows,
                                               int tid) {
+    static_assert((kRows * kChunks) % kThreads == 0, "whole passes");
 #pragma unroll
-    for (int id = tid; id < kRows * kChunks; id += kThreads) {
+    for (int i = 0; i < kRows * kChunks / kThreads; ++i) {
+      const int id = tid + i * kThreads;
       const int row = id % kRows, chunk = id / kRows;
       const bool valid = row < valid_rows;
       copy_chunk<kAsync>(smem + Layout::template offset<kChunks>(row, chunk),
