@@ -8,7 +8,8 @@ extern "C" {
 // O = softmax(scale * Q K^T [+ causal mask]) V for FP16 tensors laid out (B, H, S, D),
 // contiguous. D must be 64 or 128. Returns a cudaError_t as an int: cudaErrorInvalidValue
 // (1) without launching for bad arguments (null or non-16-byte-aligned pointers,
-// unsupported D, non-positive B, H or S, non-finite scale), else the launch's own error.
+// unsupported D, non-positive B, H or S, B*H over 65535, a scale that is not finite and
+// positive), else the launch's own error.
 // `stream` is a cudaStream_t (NULL for the legacy default stream).
 int ablate_attention_fwd(const void* q, const void* k, const void* v, void* o,
                          int B, int H, int S, int D, int causal, float scale,
