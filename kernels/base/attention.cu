@@ -38,6 +38,9 @@
 #ifndef ABLATE_SEAM_SCHEDULE        // grid -> work mapping
 #define ABLATE_SEAM_SCHEDULE TilePerBlock
 #endif
+#ifndef ABLATE_SEAM_KEY_RANGE       // which key tiles a query tile visits
+#define ABLATE_SEAM_KEY_RANGE CausalSkip
+#endif
 #ifndef ABLATE_SEAM_BARRIER         // barriers beyond the necessary ones
 #define ABLATE_SEAM_BARRIER NoExtraBarrier
 #endif
@@ -50,6 +53,7 @@ using GmemLoad = ABLATE_SEAM_GMEM_LOAD;
 using Pipeline = ABLATE_SEAM_PIPELINE;
 using ScoreAcc = ABLATE_SEAM_SCORE_ACC;
 using Schedule = ABLATE_SEAM_SCHEDULE;
+using KeyRange = ABLATE_SEAM_KEY_RANGE;
 using Barrier = ABLATE_SEAM_BARRIER;
 
 struct Params {
@@ -77,9 +81,8 @@ __device__ __forceinline__ void attend_tile(const Params& p, int m_tile, int bh,
   const int64_t head = static_cast<int64_t>(bh) * p.seq_len * T::kHeadDim;
   const int row0 = m_tile * T::kBlockM;
   const int q_rows = min(T::kBlockM, p.seq_len - row0);
-  // Key tiles: all of them, or up to the diagonal of this query tile when causal.
-  const int last_key = kCausal ? row0 + q_rows : p.seq_len;
-  const int n_tiles = (last_key + T::kBlockN - 1) / T::kBlockN;
+  const int n_tiles =
+      (KeyRange::template key_end<kCausal>(row0, q_rows, p.seq_len) + T::kBlockN - 1) / T::kBlockN;
 
   half* sQ = smem;
   auto sK = [&](int stage) { return smem + Smem<T>::kTileQ + stage * 2 * Smem<T>::kTileKV; };
@@ -214,7 +217,7 @@ extern "C" const char* ablate_variant_info(void) {
           ABLATE_SEAM_SMEM_LAYOUT) "\", \"gmem_load\": \"" ABLATE_XSTR(ABLATE_SEAM_GMEM_LOAD)
       "\", \"pipeline\": \"" ABLATE_XSTR(ABLATE_SEAM_PIPELINE) "\", \"score_acc\": \"" ABLATE_XSTR(
           ABLATE_SEAM_SCORE_ACC) "\", \"schedule\": \"" ABLATE_XSTR(ABLATE_SEAM_SCHEDULE)
-      "\", \"barrier\": \"" ABLATE_XSTR(ABLATE_SEAM_BARRIER) "\"}, \"configs\": [" +
+      "\", \"key_range\": \"" ABLATE_XSTR(ABLATE_SEAM_KEY_RANGE) "\", \"barrier\": \"" ABLATE_XSTR(ABLATE_SEAM_BARRIER) "\"}, \"configs\": [" +
       config_json<64>() + ", " + config_json<128>() + "]}";
   return info.c_str();
 }

@@ -12,6 +12,15 @@ struct TilePerBlock {
   }
 };
 
+// Key tiles a query tile visits: when causal, only up to its diagonal; the tiles above it
+// would be computed only to be masked to zero.
+struct CausalSkip {
+  template <bool kCausal>
+  __device__ __forceinline__ static int key_end(int row0, int q_rows, int seq_len) {
+    return kCausal ? row0 + q_rows : seq_len;
+  }
+};
+
 // No extra barriers: the base synchronizes only where data crosses warps.
 struct NoExtraBarrier {
   __device__ __forceinline__ static void sync() {}
