@@ -1,0 +1,1 @@
+"""ablate: intentional-slowdown experiments on GPU kernels."""

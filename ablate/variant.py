@@ -1,0 +1,177 @@
+"""A variant: the base kernel with some pathologies switched on, read from `cfg.pathology`.
+
+`cfg.pathology` maps each selected pathology's name to its yaml content (docs/design.md):
+`pathology=none` gives `{none: {...}}`, `pathology=[a,b]` gives `{a: {...}, b: {...}}`.
+Everything that later reaches nvcc's command line is checked here against strict patterns,
+so a bad config is a clear error before anything is built.
+"""
+import itertools
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from ablate import fingerprint
+
+BASE = "none"
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+MACRO_NAME_RE = re.compile(r"^ABLATE_[A-Z0-9_]+$")
+MACRO_VALUE_RE = re.compile(r"^[A-Za-z0-9_]*$")
+SPEC_KEYS = {"header", "macros", "seam", "mechanism", "expected", "fingerprint"}
+
+
+class VariantError(ValueError):
+    """A pathology config that cannot become a variant."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str  # sorted pathology names joined by "+"; "none" for the base
+    pathologies: tuple[str, ...]  # sorted, without "none"
+    macros: dict[str, str] = field(default_factory=dict)  # -DNAME=VALUE, sorted by name
+    headers: tuple[str, ...] = ()  # -include paths, relative to the project root
+    specs: dict[str, dict] = field(default_factory=dict)  # each pathology's yaml content
+
+    @property
+    def is_base(self) -> bool:
+        return not self.pathologies
+
+
+def variant_from_cfg(pathology_cfg, root: Path | None = None) -> Variant:
+    """The variant that `cfg.pathology` selects; `root` is the project root (headers are
+    relative to it, default: this checkout). Raises VariantError naming the pathology and
+    field at fault."""
+    root = Path(root or PROJECT_ROOT).resolve()
+    if isinstance(pathology_cfg, (DictConfig, ListConfig)):
+        pathology_cfg = OmegaConf.to_container(pathology_cfg, resolve=True)
+    if not isinstance(pathology_cfg, Mapping) or not pathology_cfg:
+        raise VariantError(
+            f"cfg.pathology must map each pathology's name to its spec, got {pathology_cfg!r}"
+            " (select at least `pathology=none`)")
+
+    macros: dict[str, str] = {}
+    macro_owner: dict[str, str] = {}
+    headers: list[str] = []
+    specs: dict[str, dict] = {}
+    for name in sorted(pathology_cfg):
+        spec = _check_spec(name, pathology_cfg[name])
+        if name == BASE:
+            continue
+        for macro, value in _check_macros(name, spec.get("macros")).items():
+            if macro in macros and macros[macro] != value:
+                raise VariantError(
+                    f"pathology '{name}': macros.{macro}={value} conflicts with "
+                    f"{macro}={macros[macro]} from pathology '{macro_owner[macro]}'")
+            macros[macro], macro_owner[macro] = value, name
+        header = _check_header(name, spec.get("header"), root)
+        if header is not None and header not in headers:
+            headers.append(header)
+        specs[name] = spec
+
+    pathologies = tuple(specs)
+    return Variant(
+        name="+".join(pathologies) or BASE,
+        pathologies=pathologies,
+        macros=dict(sorted(macros.items())),
+        headers=tuple(headers),
+        specs=specs,
+    )
+
+
+def _check_spec(name, spec) -> dict:
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise VariantError(f"pathology name {name!r} must match {NAME_RE.pattern}")
+    if spec is None:
+        spec = {}
+    if not isinstance(spec, Mapping):
+        raise VariantError(f"pathology '{name}': its spec must be a mapping, got {spec!r}")
+    unknown = sorted(set(spec) - SPEC_KEYS)
+    if unknown:
+        raise VariantError(
+            f"pathology '{name}': unknown field(s) {unknown}; known: {sorted(SPEC_KEYS)}")
+    if name == BASE and (spec.get("macros") or spec.get("header")):
+        raise VariantError(f"pathology '{BASE}' is the base: it takes no macros and no header")
+    if spec.get("fingerprint") is not None:
+        try:
+            fingerprint.validate(spec["fingerprint"])
+        except ValueError as err:
+            raise VariantError(f"pathology '{name}': fingerprint: {err}") from None
+    return dict(spec)
+
+
+def _check_macros(name: str, macros) -> dict[str, str]:
+    if macros is None:
+        return {}
+    if not isinstance(macros, Mapping):
+        raise VariantError(f"pathology '{name}': macros must be a mapping, got {macros!r}")
+    out = {}
+    for macro, value in macros.items():
+        if not isinstance(macro, str) or not MACRO_NAME_RE.match(macro):
+            raise VariantError(
+                f"pathology '{name}': macro name {macro!r} must match {MACRO_NAME_RE.pattern}")
+        # bool is an int subclass, but True would become "True": refuse it.
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise VariantError(
+                f"pathology '{name}': macros.{macro} must be an integer or a string, "
+                f"got {value!r}")
+        value = str(value)
+        if not MACRO_VALUE_RE.match(value):
+            raise VariantError(
+                f"pathology '{name}': macros.{macro}={value!r} must match "
+                f"{MACRO_VALUE_RE.pattern}")
+        out[macro] = value
+    return out
+
+
+def _check_header(name: str, header, root: Path) -> str | None:
+    if header is None:
+        return None
+    if not isinstance(header, str) or not header:
+        raise VariantError(f"pathology '{name}': header must be a path, got {header!r}")
+    path = Path(header)
+    if path.is_absolute():
+        raise VariantError(f"pathology '{name}': header {header!r} must be relative to the "
+                           f"project root {root}")
+    if path.suffix != ".cuh":
+        raise VariantError(f"pathology '{name}': header {header!r} must end in .cuh")
+    resolved = (root / path).resolve()
+    if not resolved.is_relative_to(root):
+        raise VariantError(f"pathology '{name}': header {header!r} is outside the project "
+                           f"root {root}")
+    if not resolved.is_file():
+        raise VariantError(f"pathology '{name}': header {header!r} does not exist under {root}")
+    # A plain relative path: it reaches nvcc's command line as `-include PATH`.
+    return resolved.relative_to(root).as_posix()
+
+
+def variants_of_sweep(config, root: Path | None = None) -> list[Variant]:
+    """The distinct variants the jobs of a multirun will build, in job order.
+
+    `config` is what `Callback.on_multirun_start(config)` receives. The sweep is expanded
+    the way Hydra's basic sweeper does it (its params plus the command line's task
+    overrides, `glob(*)` and choice sweeps included), and each job's config is composed with
+    Hydra's own loader, so the variants are exactly what the jobs will see."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    sweeper = config.hydra.sweeper
+    if sweeper.get("_target_") != f"{BasicSweeper.__module__}.{BasicSweeper.__name__}":
+        raise VariantError(
+            f"variants_of_sweep expands the basic sweeper's jobs only, not {sweeper._target_}")
+    loader = GlobalHydra.instance().config_loader()
+    params = [f"{key}={value}" for key, value in (sweeper.get("params") or {}).items()]
+    arguments = params + list(config.hydra.overrides.task)
+    overrides = OverridesParser.create(config_loader=loader).parse_overrides(arguments)
+    jobs = itertools.chain.from_iterable(BasicSweeper.split_arguments(overrides, None))
+
+    variants: dict[str, Variant] = {}
+    for job in jobs:
+        job_cfg = loader.load_sweep_config(master_config=config, sweep_overrides=list(job))
+        variant = variant_from_cfg(job_cfg.pathology, root)
+        variants.setdefault(variant.name, variant)
+    return list(variants.values())

@@ -1,0 +1,281 @@
+"""Building variants with nvcc through ninja (CPU only: nvcc needs no GPU).
+
+The real kernel and every pathology are built once per session, for sm_90, through an nvcc
+wrapper that counts compiles (`built`, shared with test_static and test_fingerprints). The
+build mechanics that need edits to sources (depfiles, failed rebuilds, hashing) run on a
+tiny stand-in project under tmp_path, which compiles in a second or two.
+"""
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from omegaconf import OmegaConf
+
+import ablate.build
+from ablate import sass
+from ablate.build import (ARCH_RE, BuildError, build, compile_command, find_ninja,
+                          library_path, resolve_arch)
+from ablate.variant import VariantError, variant_from_cfg
+
+ROOT = Path(__file__).resolve().parents[1]
+PATHOLOGIES = sorted(p.stem for p in (ROOT / "conf" / "pathology").glob("*.yaml"))
+TEST_PATHOLOGIES = ["broken_build", "noop", "unfingerprinted"]
+
+_session = {}
+
+
+def every_variant(tmp_path_factory):
+    """The base, every pathology of conf/pathology and the test-only ones of
+    tests/conf/pathology, built in one call, once per session (memoised here so that the
+    modules importing the `built` fixture share it)."""
+    if "built" not in _session:
+        base = tmp_path_factory.mktemp("every_variant")
+        calls = base / "nvcc_calls"
+        calls.touch()
+        nvcc = base / "nvcc"
+        nvcc.write_text("#!/bin/sh\n"
+                        f'case " $* " in *" --version "*) ;; *) echo "$*" >> "{calls}" ;; esac\n'
+                        f'exec "{shutil.which("nvcc")}" "$@"\n')
+        nvcc.chmod(0o755)
+        cfg = OmegaConf.load(ROOT / "conf" / "config.yaml")
+        build_cfg = OmegaConf.merge(cfg.build, {"dir": str(base / "build"), "arch": "sm_90",
+                                                "nvcc": str(nvcc)})
+        files = [ROOT / "conf" / "pathology" / f"{n}.yaml" for n in PATHOLOGIES]
+        files += [ROOT / "tests" / "conf" / "pathology" / f"{n}.yaml" for n in TEST_PATHOLOGIES]
+        variants, errors = {}, {}
+        for f in files:  # a bad yaml fails its own tests, not everyone's
+            try:
+                variant = variant_from_cfg(OmegaConf.load(f), ROOT)
+            except VariantError as err:
+                errors[f.stem] = err
+                continue
+            variants[variant.name] = variant
+        results = build(list(variants.values()), build_cfg, cfg.kernel, ROOT)
+        reports = {}
+
+        def sass_of(name):  # cuobjdump once per library
+            if name not in reports:
+                reports[name] = sass.read(results[name].lib)
+            return reports[name]
+
+        _session["built"] = SimpleNamespace(variants=variants, errors=errors, results=results,
+                                            build_cfg=build_cfg, kernel_cfg=cfg.kernel,
+                                            nvcc_calls=calls, sass=sass_of)
+    return _session["built"]
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory):
+    return every_variant(tmp_path_factory)
+
+
+def compiles(built):
+    return len(built.nvcc_calls.read_text().splitlines())
+
+
+# ---- the real kernel ----------------------------------------------------------------------
+
+def test_every_variant_builds_except_the_broken_one(built):
+    assert not built.errors
+    assert set(built.results) == set(PATHOLOGIES) | set(TEST_PATHOLOGIES)
+    for name, r in built.results.items():
+        if name == "broken_build":
+            continue
+        assert r.status == "built", f"{name} failed to build:\n{r.log}"
+        assert r.lib.is_file() and r.lib.name == f"{r.digest}.so" and len(r.digest) == 16
+        assert r.arch == "sm_90"
+        # The log starts with the exact command, then keeps ptxas -v's report.
+        command = r.log.splitlines()[0]
+        assert command.startswith(str(built.build_cfg.nvcc))
+        pathologies = "" if name == "none" else name
+        assert f"-DABLATE_PATHOLOGIES={pathologies} " in command
+        assert "arch=compute_90,code=sm_90" in command
+        assert "ptxas info    : Used" in r.log
+        kernels = r.ptxas["kernels"]
+        assert len(kernels) == 4 and all("attention_fwd_kernel<" in k for k in kernels)
+
+
+def test_each_library_carries_its_pathologies(built):
+    """-DABLATE_PATHOLOGIES reaches the library: its info names what was switched on."""
+    from ablate.kernel import Kernel
+
+    for name, r in built.results.items():
+        if r.ok:
+            info = Kernel(r.lib).info()
+            assert info["pathologies"] == list(built.variants[name].pathologies)
+            assert sorted(c["head_dim"] for c in info["configs"]) == [64, 128]
+
+
+def test_a_broken_variant_is_build_failed_with_its_log(built):
+    r = built.results["broken_build"]
+    assert r.status == "build_failed" and not r.ok
+    assert not r.lib.exists()
+    assert "this test-only pathology never compiles" in r.log
+    assert r.log.splitlines()[0].startswith(str(built.build_cfg.nvcc))  # the command is kept
+    assert r.log_path.read_text() == r.log
+    assert r.ptxas == {}
+    # The others of the same ninja run built (checked above); none came from a cache.
+    assert not any(x.cached for x in built.results.values())
+
+
+def test_a_second_build_is_cached_and_runs_no_compile(built):
+    good = [built.variants[n] for n, r in built.results.items() if r.ok]
+    before = compiles(built)
+    mtimes = {v.name: built.results[v.name].lib.stat().st_mtime_ns for v in good}
+    again = build(good, built.build_cfg, built.kernel_cfg, ROOT)
+    assert compiles(built) == before
+    for v in good:
+        assert again[v.name].cached and again[v.name].status == "built"
+        assert again[v.name].lib == built.results[v.name].lib
+        assert again[v.name].lib.stat().st_mtime_ns == mtimes[v.name]
+        assert again[v.name].ptxas == built.results[v.name].ptxas  # from the kept log
+
+    # The broken one is tried again (and fails again) without touching the others.
+    retry = build([built.variants["broken_build"]], built.build_cfg, built.kernel_cfg, ROOT)
+    assert retry["broken_build"].status == "build_failed"
+    assert compiles(built) == before + 1
+    assert all(built.results[v.name].lib.stat().st_mtime_ns == mtimes[v.name] for v in good)
+
+
+# ---- build mechanics on a tiny stand-in project ------------------------------------------
+
+STAND_IN = r"""
+#include "base/value.cuh"
+__global__ void tiny_kernel(float* x) { x[threadIdx.x] = VALUE; }
+extern "C" int ablate_attention_fwd(const void*, const void*, const void*, void*, int, int,
+                                    int, int, int, float, void*) { return 1; }
+extern "C" const char* ablate_variant_info(void) { return "{}"; }
+"""
+
+
+def stand_in(root: Path):
+    """A project under `root`: a one-kernel source, a header in the include dir, and a
+    patch that includes a header outside the include dirs (tracked by the depfile only)."""
+    (root / "kernels" / "base").mkdir(parents=True)
+    (root / "kernels" / "base" / "attention.cu").write_text(STAND_IN)
+    (root / "kernels" / "base" / "value.cuh").write_text("#define VALUE 1.0f\n")
+    (root / "patches").mkdir()
+    (root / "patches" / "p.cuh").write_text('#include "inner.h"\n')
+    (root / "patches" / "inner.h").write_text("#define INNER 1\n")
+    build_cfg = OmegaConf.create({"dir": "runs/build", "arch": "sm_90", "nvcc": "nvcc",
+                                  "flags": ["-std=c++17"], "jobs": 0})
+    kernel_cfg = OmegaConf.create({"source": "kernels/base/attention.cu",
+                                   "include_dirs": ["kernels"]})
+    base = variant_from_cfg({"none": None}, root)
+    patched = variant_from_cfg({"p": {"header": "patches/p.cuh",
+                                      "macros": {"ABLATE_P": 1}}}, root)
+    return SimpleNamespace(root=root, build_cfg=build_cfg, kernel_cfg=kernel_cfg, base=base,
+                           patched=patched)
+
+
+def test_header_edits_rebuild_through_the_depfile(tmp_path):
+    p = stand_in(tmp_path)
+    first = build([p.base, p.patched], p.build_cfg, p.kernel_cfg, p.root)
+    assert all(r.status == "built" and not r.cached for r in first.values()), first
+    deps = subprocess.run([find_ninja(), "-f", str(tmp_path / "runs/build/build.ninja"), "-t",
+                           "deps", str(first["p"].lib)], cwd=tmp_path, capture_output=True,
+                          text=True, check=True).stdout
+    assert "patches/inner.h" in deps and "kernels/base/value.cuh" in deps
+
+    assert all(r.cached for r in build([p.base, p.patched], p.build_cfg, p.kernel_cfg,
+                                       p.root).values())
+    # inner.h is not part of the hash (outside the include dirs): the depfile rebuilds it.
+    (tmp_path / "patches" / "inner.h").write_text("#define INNER 2\n")
+    again = build([p.base, p.patched], p.build_cfg, p.kernel_cfg, p.root)
+    assert again["p"].lib == first["p"].lib
+    assert again["p"].status == "built" and not again["p"].cached
+    assert again["none"].cached
+
+
+def test_a_failed_rebuild_keeps_the_earlier_library(tmp_path):
+    p = stand_in(tmp_path)
+    first = build([p.base, p.patched], p.build_cfg, p.kernel_cfg, p.root)
+    good = first["p"].lib.read_bytes()
+    (tmp_path / "patches" / "inner.h").write_text('#error "inner broke"\n')
+    again = build([p.base, p.patched], p.build_cfg, p.kernel_cfg, p.root)
+    assert again["p"].status == "build_failed"
+    assert "inner broke" in again["p"].log
+    assert first["p"].lib.read_bytes() == good  # the earlier library is intact
+    assert again["none"].status == "built" and again["none"].cached
+    assert (tmp_path / "runs/build" / f"{first['p'].digest}.log").exists()
+
+
+def test_the_library_name_hashes_every_input(tmp_path, monkeypatch):
+    p = stand_in(tmp_path)
+
+    def path(variant=p.base, **build_changes):
+        return library_path(variant, OmegaConf.merge(p.build_cfg, build_changes),
+                            p.kernel_cfg, p.root)
+
+    base, patched = path(), path(p.patched)
+    assert path() == base and len(base.stem) == 16
+    names = {base, patched}
+
+    other_macro = variant_from_cfg({"p": {"header": "patches/p.cuh",
+                                          "macros": {"ABLATE_P": 2}}}, p.root)
+    names.add(path(other_macro))
+    names.add(path(flags=["-std=c++17", "-O1"]))
+    names.add(path(arch="sm_80"))
+    with monkeypatch.context() as m:  # the same nvcc command, another nvcc release
+        m.setattr(ablate.build, "nvcc_version", lambda nvcc: "Cuda compilation tools 99.9")
+        names.add(path())
+    (tmp_path / "kernels" / "base" / "value.cuh").write_text("#define VALUE 2.0f\n")
+    names.add(path())  # a header under the include dirs
+    (tmp_path / "patches" / "p.cuh").write_text('#include "inner.h"\n// edited\n')
+    names.add(path(p.patched))  # the variant's own header
+    assert len(names) == 8
+
+
+def test_a_project_path_with_spaces_is_escaped(tmp_path):
+    # (nvcc itself cannot take a `$` in its output path: it hands it to a shell unquoted.)
+    root = tmp_path / "a b"
+    root.mkdir()
+    p = stand_in(root)
+    results = build([p.base, p.patched], p.build_cfg, p.kernel_cfg, p.root)
+    assert all(r.status == "built" for r in results.values()), results["p"].log
+    assert all(r.cached for r in build([p.base, p.patched], p.build_cfg, p.kernel_cfg,
+                                       p.root).values())
+
+
+def test_the_compile_command(tmp_path):
+    p = stand_in(tmp_path)
+    combined = variant_from_cfg({"p": {"header": "patches/p.cuh", "macros": {"ABLATE_P": 1}},
+                                 "q": {"macros": {"ABLATE_Q": "x_1"}}}, p.root)
+    command = compile_command(combined, p.build_cfg, p.kernel_cfg, "sm_90a")
+    assert command[0] == "nvcc" and command[-1] == "kernels/base/attention.cu"
+    assert command[command.index("-gencode") + 1] == "arch=compute_90a,code=sm_90a"
+    assert command[command.index("-include") + 1] == "patches/p.cuh"
+    assert {"-DABLATE_P=1", "-DABLATE_Q=x_1", "-DABLATE_PATHOLOGIES=p,q", "-Ikernels",
+            "-shared", "-fPIC", "-std=c++17"} <= set(command)
+    assert "-v" == command[command.index("-Xptxas") + 1]
+    base = compile_command(p.base, p.build_cfg, p.kernel_cfg, "sm_80")
+    assert "-DABLATE_PATHOLOGIES=" in base and "-include" not in base
+    assert "arch=compute_80,code=sm_80" in base
+
+
+@pytest.mark.parametrize("arch", ["sm90", "compute_90", "sm_90;true", "sm_", "SM_90", ""])
+def test_a_bad_arch_is_an_error(arch):
+    with pytest.raises(BuildError, match="build.arch"):
+        resolve_arch(arch)
+
+
+def test_auto_arch_is_the_gpus_or_sm_90():
+    import torch
+
+    arch = resolve_arch("auto")
+    assert ARCH_RE.match(arch)
+    if not torch.cuda.is_available():
+        assert arch == "sm_90"
+
+
+def test_missing_nvcc_or_a_bad_flag_stops_the_build(tmp_path):
+    p = stand_in(tmp_path)
+    with pytest.raises(BuildError, match="build.nvcc"):
+        build([p.base], OmegaConf.merge(p.build_cfg, {"nvcc": str(tmp_path / "no-nvcc")}),
+              p.kernel_cfg, p.root)
+    with pytest.raises(BuildError, match="bad nvcc argument"):
+        build([p.base], OmegaConf.merge(p.build_cfg, {"flags": ["-O3\nrm -rf x"]}),
+              p.kernel_cfg, p.root)
+    assert not (tmp_path / "runs/build/build.ninja").exists()

@@ -1,0 +1,222 @@
+"""Static analysis without a GPU: the ptxas report, the SASS instruction mix, theoretical
+occupancy and the static metrics, on known numbers and on the real kernel's binaries."""
+import re
+
+import pytest
+
+from ablate import occupancy, ptxas, sass, static
+from ablate.fingerprint import METRICS
+from ablate.kernel import Kernel
+from test_build import built  # noqa: F401  (the session's build of every variant)
+
+PTXAS_LOG = """\
+ptxas info    : 0 bytes gmem
+ptxas info    : Function properties for _Z6helperv
+    8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads
+ptxas info    : Compiling entry function '_Z3fooILi64ELb1EEvPf' for 'sm_90'
+ptxas info    : Function properties for _Z3fooILi64ELb1EEvPf
+    24 bytes stack frame, 36 bytes spill stores, 40 bytes spill loads
+ptxas info    : Used 168 registers, used 1 barriers, 2048 bytes smem, 24 bytes cumulative stack size
+ptxas info    : Compile time = 364.463 ms
+ptxas info    : Compiling entry function '_Z3barv' for 'sm_90'
+ptxas info    : Function properties for _Z3barv
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 32 registers, used 0 barriers, 360 bytes cmem[0]
+"""
+
+
+def test_ptxas_report_on_known_numbers():
+    report = ptxas.parse(PTXAS_LOG)
+    assert report["kernels"] == {
+        "void foo<64, true>(float*)": {"registers": 168, "barriers": 1, "smem_bytes": 2048,
+                                      "stack_bytes": 24, "spill_store_bytes": 36,
+                                      "spill_load_bytes": 40},
+        "bar()": {"registers": 32, "barriers": 0, "smem_bytes": 0, "stack_bytes": 0,
+                  "spill_store_bytes": 0, "spill_load_bytes": 0},
+    }
+    assert report["max_registers"] == 168
+    assert report["spill_bytes"] == 36 + 40 + 4 + 12  # the device function's spills count
+    assert list(ptxas.parse(PTXAS_LOG, demangle_names=False)["kernels"]) == [
+        "_Z3fooILi64ELb1EEvPf", "_Z3barv"]
+
+
+def test_ptxas_report_of_the_real_kernel(built):
+    r = built.results["none"]
+    report = r.ptxas
+    names = sorted(report["kernels"])
+    for dim in (64, 128):
+        for causal in ("true", "false"):
+            assert sum(f"<{dim}>, {causal}>" in n for n in names) == 1, names
+    assert report["max_registers"] == max(k["registers"] for k in report["kernels"].values())
+    assert 0 < report["max_registers"] <= 255
+    # Every kernel's line in the log is what the parser read.
+    used = [int(n) for n in re.findall(r"Used (\d+) registers", r.log)]
+    assert sorted(used) == sorted(k["registers"] for k in report["kernels"].values())
+
+
+@pytest.mark.parametrize("instruction, cls", [
+    ("HMMA.16816.F32 R4, R8, R12, R4", "hmma_f32"),
+    ("HMMA.16816.F16 R4, R8, R12, R4", "hmma_f16"),
+    ("HMMA.16816.F32.BF16 R4, R8, R12, R4", "hmma_f32"),
+    ("@P0 LDG.E.128 R4, desc[UR6][R2.64]", "ldg_128"),
+    ("LDG.E.128.CONSTANT R4, desc[UR6][R2.64]", "ldg_128"),
+    ("LDG.E R4, desc[UR6][R2.64]", "ldg_32"),
+    ("LDG.E.64 R4, desc[UR6][R2.64]", "ldg_64"),
+    ("@!P1 LDG.E.U16 R4, desc[UR6][R2.64]", "ldg_16"),
+    ("LDG.E.S8 R4, desc[UR6][R2.64]", "ldg_8"),
+    ("STG.E.128 desc[UR6][R2.64], R4", "stg_128"),
+    ("STG.E.U16 desc[UR6][R2.64], R4", "stg_16"),
+    ("STG.E desc[UR6][R2.64], R4", "stg_32"),
+    ("LDGSTS.E.BYPASS.LTC128B.128 [R3], desc[UR6][R4.64]", "ldgsts"),
+    ("LDSM.16.MT88.4 R4, [R3]", "ldsm"),
+    ("LDSM.16.M88.4 R4, [R3+0x800]", "ldsm"),
+    ("LDS.128 R4, [R3]", "lds"),
+    ("LDS.U.128 R4, [R3]", "lds"),
+    ("STS [R3], R4", "sts"),
+    ("BAR.SYNC.DEFER_BLOCKING 0x0", "bar"),
+    ("MUFU.EX2 R4, R5", "mufu_ex2"),
+    ("@!P0 BRA 0x120", "bra"),
+    ("LDL.LU R4, [R1+0x10]", "ldl"),
+    ("STL.64 [R1], R4", "stl"),
+    ("LOP3.LUT R4, R5, 0x38, RZ, 0x3c, !PT", "lop3"),
+    ("MUFU.RCP R4, R5", None),
+    ("LDGDEPBAR", None),
+    ("ULOP3.LUT UR4, UR5, 0x38, URZ, 0xc0, !UPT", None),
+    ("IMAD.WIDE R2, R5, 0x2, R2", None),
+    ("BSSY B0, 0x950", None),
+])
+def test_sass_instruction_classes(instruction, cls):
+    assert sass.classify(instruction) == cls
+
+
+CUOBJDUMP = """
+Fatbin elf code:
+================
+arch = sm_90
+
+	code for sm_90
+		Function : _Z3bazv
+	.headerflags	@"EF_CUDA_SM90 EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
+        /*0000*/                   LDC R1, c[0x0][0x28] ;          /* 0x00000a00ff017b82 */
+                                                                   /* 0x000fe20000000800 */
+        /*0010*/              @P0 LDG.E.128 R4, desc[UR6][R2.64] ;  /* 0x0000000602047981 */
+                                                                   /* 0x000ea2000c1e1d00 */
+        /*0020*/                   HMMA.16816.F16 R4, R8, R12, R4 ;  /* 0x0000000c0804723c */
+                                                                   /* 0x000fe20000000804 */
+        /*0030*/                   BRA 0x30;                       /* 0xfffffffc00fc7947 */
+                                                                   /* 0x000fc0000383ffff */
+        /*0040*/                   NOP;                            /* 0x0000000000007918 */
+                                                                   /* 0x000fc00000000000 */
+		..........
+"""
+
+
+def test_sass_parse_and_mix_on_known_text():
+    functions = sass.parse(CUOBJDUMP + CUOBJDUMP)  # a second fatbin section repeats it
+    assert functions == {"_Z3bazv": ["LDC R1, c[0x0][0x28]", "@P0 LDG.E.128 R4, desc[UR6][R2.64]",
+                                     "HMMA.16816.F16 R4, R8, R12, R4", "BRA 0x30", "NOP"]}
+    counts = sass.mix(functions["_Z3bazv"])
+    assert counts["ldg_128"] == counts["hmma_f16"] == counts["bra"] == 1
+    assert counts["instructions"] == 4  # NOP padding is not counted
+    assert sum(counts[c] for c in sass.CLASSES if c != "instructions") == 3
+    text = sass.normalise(functions)
+    assert text.startswith("Function : _Z3bazv\n  LDC R1, c[0x0][0x28]\n")
+    assert "/*" not in text
+
+
+def test_sass_of_the_real_kernel(built):
+    base = built.sass("none")
+    assert set(base["kernels"]) == set(built.results["none"].ptxas["kernels"])
+    for cls in sass.CLASSES:
+        assert base["totals"][cls] == sum(k[cls] for k in base["kernels"].values())
+    # What the base is made of (issue 2): tensor cores, ldmatrix, cp.async, exp2, 16-B stores.
+    for cls in ("hmma_f16", "hmma_f32", "ldsm", "ldgsts", "mufu_ex2", "stg_128", "bar"):
+        assert base["totals"][cls] > 0, cls
+    assert base["totals"]["ldg_16"] == 0
+    text = base["text"]
+    assert text.count("Function : ") == 4
+    assert not re.search(r"/\*[0-9a-f]{4}\*/", text)  # no addresses left
+    assert sass.read(built.results["none"].lib)["text"] == text  # the same every time
+
+
+def test_sass_of_something_not_a_library_is_a_clear_error(tmp_path):
+    junk = tmp_path / "junk.so"
+    junk.write_text("not an ELF file")
+    with pytest.raises(sass.SassError, match="junk.so"):
+        sass.read(junk)
+
+
+def test_cuobjdump_and_nvdisasm_are_found():
+    for tool in ("cuobjdump", "nvdisasm"):
+        assert sass.find_tool(tool).is_file()
+
+
+@pytest.mark.parametrize("arch, threads, regs, smem, blocks, warps, limit", [
+    # 255 registers round up to 8192 a warp: 2 warps per sub-partition, 8 per SM.
+    ("sm_90", 128, 255, 49152, 2, 8, "registers"),
+    ("sm_90", 128, 128, 65536, 3, 12, "shared_memory"),  # (64 KB + 1 KB) x 3 <= 228 KB
+    ("sm_90", 128, 64, 16384, 8, 32, "registers"),  # 65536 / (64*32) = 32 warps
+    ("sm_90", 32, 32, 0, 32, 32, "blocks"),  # one warp a block: capped at 32 blocks
+    ("sm_90", 1024, 16, 0, 2, 64, "warps"),
+    ("sm_90", 128, 32, 228 * 1024, 0, 0, "shared_memory"),  # more than a block may have
+    ("sm_80", 128, 64, 48 * 1024, 3, 12, "shared_memory"),  # 164 KB / 50 KB
+    ("sm_86", 256, 32, 0, 6, 48, "warps"),  # 48 warps an SM
+    ("sm_89", 32, 16, 0, 24, 24, "blocks"),
+    ("sm_90a", 96, 40, 0, 16, 48, "registers"),  # 40 regs -> 1280 a warp: 12 per sub-part.
+])
+def test_occupancy_on_known_numbers(arch, threads, regs, smem, blocks, warps, limit):
+    result = occupancy.occupancy(arch, threads, regs, smem)
+    assert (result["blocks"], result["warps"], result["limited_by"]) == (blocks, warps, limit)
+
+
+def test_occupancy_of_an_unknown_arch_is_an_error():
+    with pytest.raises(ValueError, match="sm_70"):
+        occupancy.occupancy("sm_70", 128, 32, 0)
+
+
+def test_static_metrics_of_the_base(built):
+    r = built.results["none"]
+    info = Kernel(r.lib).info()
+    report = built.sass("none")
+    metrics = static.static_metrics(r, info, report)
+    assert static.static_metrics(r) == metrics  # reads the info and the SASS itself
+    for name in METRICS:
+        for key in (name, f"d64.{name}", f"d128.{name}"):
+            assert isinstance(metrics[key], int), key
+    assert metrics["regs"] == r.ptxas["max_registers"]
+    assert metrics["spill_bytes"] == r.ptxas["spill_bytes"]
+    configs = {c["head_dim"]: c for c in info["configs"]}
+    for dim, config in configs.items():
+        kernels = {n: k for n, k in r.ptxas["kernels"].items() if f"<{dim}>" in n}
+        assert len(kernels) == 2
+        regs = max(k["registers"] for k in kernels.values())
+        smem = config["smem_bytes"] + max(k["smem_bytes"] for k in kernels.values())
+        occ = occupancy.occupancy("sm_90", config["threads"], regs, smem)
+        assert metrics[f"d{dim}.regs"] == regs
+        assert metrics[f"d{dim}.smem_bytes"] == smem
+        assert metrics[f"d{dim}.threads_per_block"] == config["threads"]
+        assert metrics[f"d{dim}.occupancy_warps"] == occ["warps"] > 0
+        assert metrics[f"d{dim}.sass.hmma_f16"] == sum(
+            report["kernels"][n]["hmma_f16"] for n in kernels)
+    assert metrics["threads_per_block"] == max(c["threads"] for c in configs.values())
+    assert metrics["occupancy_warps"] == min(metrics["d64.occupancy_warps"],
+                                             metrics["d128.occupancy_warps"])
+    for cls in sass.CLASSES:
+        assert metrics[f"sass.{cls}"] == report["totals"][cls]
+        assert metrics[f"sass.{cls}"] == metrics[f"d64.sass.{cls}"] + metrics[f"d128.sass.{cls}"]
+
+
+def test_static_metrics_of_a_failed_build_is_an_error(built):
+    with pytest.raises(ValueError, match="broken_build.*build_failed"):
+        static.static_metrics(built.results["broken_build"], {"configs": []})
+
+
+@pytest.mark.parametrize("name, dim", [
+    ("void attention_fwd_kernel<BaseTile<64>, true>(Params)", 64),
+    ("void attention_fwd_kernel<TinyTile<128>, false>(Params)", 128),
+    ("void attention_fwd_kernel<Sm80Tile<64>, false>(Params)", 64),
+    ("void attention_fwd_kernel<Tile<64, 128, 4>, false>(Params)", None),  # 64 and 128
+    ("void kernel(Params)", None),
+])
+def test_head_dim_of_a_kernel_name(name, dim):
+    assert static.head_dim_of(name, {64: {}, 128: {}}) == dim

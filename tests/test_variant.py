@@ -1,0 +1,229 @@
+"""Variants from `cfg.pathology`: validation, naming, and the expansion of a Hydra sweep into
+the variants its jobs will build (checked against the jobs of a real `-m` run)."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.types import RunMode
+from omegaconf import OmegaConf
+
+from ablate.variant import VariantError, variant_from_cfg, variants_of_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+PATHOLOGIES = sorted(p.stem for p in (CONF / "pathology").glob("*.yaml"))
+TEST_CONF = ROOT / "tests" / "conf"
+
+
+@pytest.mark.parametrize("name", PATHOLOGIES)
+def test_every_pathology_composes_into_a_variant(name):
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        cfg = compose("config", overrides=[f"pathology={name}"])
+    variant = variant_from_cfg(cfg.pathology, ROOT)
+    assert variant.name == name
+    if name == "none":
+        assert variant.is_base and variant.pathologies == () and variant.macros == {}
+        assert variant.headers == () and variant.specs == {}
+    else:
+        assert variant.pathologies == (name,)
+        assert variant.macros == {f"ABLATE_{name.upper()}": "1"}
+        assert all((ROOT / h).is_file() for h in variant.headers)
+        assert variant.specs[name] == OmegaConf.to_container(cfg.pathology[name])
+
+
+def test_combined_pathologies_make_one_variant():
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        cfg = compose("config", overrides=["pathology=[no_swizzle,fp32_accum,none]"])
+    variant = variant_from_cfg(cfg.pathology, ROOT)
+    assert variant.name == "fp32_accum+no_swizzle"
+    assert variant.pathologies == ("fp32_accum", "no_swizzle")
+    assert variant.macros == {"ABLATE_FP32_ACCUM": "1", "ABLATE_NO_SWIZZLE": "1"}
+    assert variant.headers == ("kernels/patches/fp32_accum.cuh", "kernels/patches/no_swizzle.cuh")
+    assert set(variant.specs) == {"fp32_accum", "no_swizzle"}
+
+
+def test_a_shared_header_and_macro_are_listed_once(tmp_path):
+    (tmp_path / "p.cuh").touch()
+    spec = {"header": "p.cuh", "macros": {"ABLATE_P": 1}}
+    variant = variant_from_cfg({"a": spec, "b": dict(spec)}, tmp_path)
+    assert variant.headers == ("p.cuh",) and variant.macros == {"ABLATE_P": "1"}
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "patches").mkdir()
+    (tmp_path / "patches" / "p.cuh").touch()
+    (tmp_path / "patches" / "p.h").touch()
+    (tmp_path / "outside.cuh").touch()
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "patches").symlink_to(tmp_path / "patches")  # inside by path, outside for real
+    (root / "ok").mkdir()
+    (root / "ok" / "p.cuh").touch()
+    return root
+
+
+GOOD = {"header": "ok/p.cuh", "macros": {"ABLATE_P": 1}}
+
+
+@pytest.mark.parametrize("cfg, message", [
+    ({"Bad": GOOD}, "pathology name 'Bad' must match"),
+    ({"9x": GOOD}, "pathology name '9x' must match"),
+    ({"a-b": GOOD}, "pathology name 'a-b' must match"),
+    ({"p": {**GOOD, "macros": {"P": 1}}}, "pathology 'p': macro name 'P' must match"),
+    ({"p": {**GOOD, "macros": {"ABLATE_p": 1}}}, "pathology 'p': macro name 'ABLATE_p'"),
+    ({"p": {**GOOD, "macros": {"ABLATE_P": "1;rm -rf x"}}}, "pathology 'p': macros.ABLATE_P="),
+    ({"p": {**GOOD, "macros": {"ABLATE_P": "a b"}}}, "pathology 'p': macros.ABLATE_P="),
+    ({"p": {**GOOD, "macros": {"ABLATE_P": True}}}, "pathology 'p': macros.ABLATE_P must be"),
+    ({"p": {**GOOD, "macros": {"ABLATE_P": 1.5}}}, "pathology 'p': macros.ABLATE_P must be"),
+    ({"p": {**GOOD, "macros": {"ABLATE_P": None}}}, "pathology 'p': macros.ABLATE_P must be"),
+    ({"p": {**GOOD, "macros": ["ABLATE_P"]}}, "pathology 'p': macros must be a mapping"),
+    ({"p": {**GOOD, "header": "/etc/p.cuh"}}, "pathology 'p': header '/etc/p.cuh' must be relative"),
+    ({"p": {**GOOD, "header": "../outside.cuh"}}, "pathology 'p': header '../outside.cuh' is outside"),
+    ({"p": {**GOOD, "header": "patches/p.cuh"}}, "pathology 'p': header 'patches/p.cuh' is outside"),
+    ({"p": {**GOOD, "header": "ok/p.h"}}, "pathology 'p': header 'ok/p.h' must end in .cuh"),
+    ({"p": {**GOOD, "header": "ok/missing.cuh"}}, "pathology 'p': header 'ok/missing.cuh' does not exist"),
+    ({"p": {**GOOD, "header": ""}}, "pathology 'p': header must be a path"),
+    ({"p": {**GOOD, "header": 3}}, "pathology 'p': header must be a path"),
+    ({"p": {**GOOD, "macro": {"ABLATE_P": 1}}}, r"pathology 'p': unknown field\(s\) \['macro'\]"),
+    ({"p": "ABLATE_P"}, "pathology 'p': its spec must be a mapping"),
+    ({"none": {"macros": {"ABLATE_P": 1}}}, "pathology 'none' is the base"),
+    ({"p": GOOD, "q": {"macros": {"ABLATE_P": 2}}},
+     "pathology 'q': macros.ABLATE_P=2 conflicts with ABLATE_P=1 from pathology 'p'"),
+    ({}, "cfg.pathology must map"),
+    (None, "cfg.pathology must map"),
+])
+def test_bad_pathology_configs_are_clear_errors(project, cfg, message):
+    with pytest.raises(VariantError, match=message):
+        variant_from_cfg(cfg, project)
+
+
+def test_a_valid_config_passes(project):
+    variant = variant_from_cfg({"p": {**GOOD, "macros": {"ABLATE_P": "x_1"}}}, project)
+    assert variant.name == "p" and variant.macros == {"ABLATE_P": "x_1"}
+    assert variant.headers == ("ok/p.cuh",)
+
+
+# ---- sweeps --------------------------------------------------------------------------------
+
+def sweep_variants(overrides, *search_dirs):
+    """variants_of_sweep on the config a multirun with `overrides` hands its callbacks;
+    `search_dirs` are added to Hydra's search path (as the tests' own pathologies are)."""
+    if search_dirs:
+        overrides = overrides + [
+            f"hydra.searchpath=[{','.join(f'file://{d}' for d in search_dirs)}]"]
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        config = GlobalHydra.instance().hydra.compose_config(
+            "config", overrides, run_mode=RunMode.MULTIRUN, with_log_configuration=False)
+        return [v.name for v in variants_of_sweep(config, ROOT)]
+
+
+def test_glob_sweep_gives_every_pathology_once_whatever_the_shapes():
+    names = sweep_variants(["pathology=glob(*)", "shape=s512,s1k"])
+    assert names == PATHOLOGIES
+
+
+def test_choice_and_list_sweeps():
+    assert sweep_variants(["pathology=fp32_accum,none"]) == ["fp32_accum", "none"]
+    assert sweep_variants(["pathology=[fp32_accum,no_swizzle]"]) == ["fp32_accum+no_swizzle"]
+    assert sweep_variants(["pathology=[fp32_accum,no_swizzle],[no_swizzle,fp32_accum],none",
+                           "shape=glob(s512*)"]) == ["fp32_accum+no_swizzle", "none"]
+    assert sweep_variants(["shape=s512,s1k"]) == ["none"]
+    assert sweep_variants(["pathology=noop,none", "mode=static"], TEST_CONF) == ["noop", "none"]
+
+
+def test_sweeper_params_from_the_config_are_expanded(tmp_path):
+    """A sweep declared in a config's hydra.sweeper.params, beside the command line's."""
+    (tmp_path / "sweep.yaml").write_text(textwrap.dedent(f"""\
+        defaults:
+          - config
+          - _self_
+        hydra:
+          searchpath: [file://{CONF}]
+          sweeper:
+            params:
+              pathology: tiny_blocks,serial_grid
+        """))
+    with initialize_config_dir(config_dir=str(tmp_path), version_base=None):
+        config = GlobalHydra.instance().hydra.compose_config(
+            "sweep", ["shape=s512,s1k"], run_mode=RunMode.MULTIRUN,
+            with_log_configuration=False)
+        assert [v.name for v in variants_of_sweep(config, ROOT)] == ["tiny_blocks", "serial_grid"]
+
+
+def test_a_bad_pathology_in_a_sweep_fails_before_anything(tmp_path):
+    (tmp_path / "pathology").mkdir()
+    (tmp_path / "pathology" / "shelly.yaml").write_text(
+        "shelly:\n  macros: {ABLATE_SHELLY: '1;touch pwned'}\n")
+    with pytest.raises(VariantError, match="pathology 'shelly': macros.ABLATE_SHELLY="):
+        sweep_variants(["pathology=none,shelly"], tmp_path)
+
+
+APP = """
+import hydra
+
+@hydra.main(config_path=".", config_name="app", version_base=None)
+def main(cfg):
+    pass
+
+if __name__ == "__main__":
+    main()
+"""
+
+CALLBACK = """
+import json
+from hydra.experimental.callback import Callback
+from ablate.variant import variant_from_cfg, variants_of_sweep
+
+
+class Collect(Callback):
+    '''Records the sweep's variants at its start, and the variant each job then sees.'''
+
+    def __init__(self, out):
+        self.out = out
+
+    def on_multirun_start(self, config, **kwargs):
+        with open(self.out + "/sweep.json", "w") as f:
+            json.dump([[v.name, v.macros, list(v.headers)] for v in variants_of_sweep(config)], f)
+
+    def on_job_start(self, config, **kwargs):
+        with open(self.out + "/jobs.txt", "a") as f:
+            f.write(variant_from_cfg(config.pathology).name + "\\n")
+"""
+
+
+def test_a_real_multirun_builds_exactly_the_variants_its_jobs_use(tmp_path):
+    """A tiny app on the project's pathology and shape groups, run with -m in a subprocess:
+    the callback's expansion at multirun start equals the distinct variants its jobs get."""
+    (tmp_path / "app.py").write_text(APP)
+    for group in ("pathology", "shape"):  # beside the app's config: glob() sees them there
+        (tmp_path / group).symlink_to(CONF / group)
+    (tmp_path / "app.yaml").write_text(textwrap.dedent(f"""\
+        defaults:
+          - shape: s512
+          - pathology: none
+          - _self_
+        hydra:
+          callbacks:
+            collect: {{_target_: collect.Collect, out: {tmp_path}}}
+          sweep: {{dir: {tmp_path / "multirun"}}}
+        """))
+    (tmp_path / "collect.py").write_text(CALLBACK)
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}")
+    run = subprocess.run(
+        [sys.executable, "app.py", "-m", "pathology=glob(*)", "shape=s512,s1k_causal"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    sweep = json.loads((tmp_path / "sweep.json").read_text())
+    jobs = (tmp_path / "jobs.txt").read_text().split()
+    names = [name for name, _, _ in sweep]
+    assert len(jobs) == 2 * len(PATHOLOGIES)
+    assert names == list(dict.fromkeys(jobs)) == PATHOLOGIES  # the same, in job order
+    fp32 = dict((n, (m, h)) for n, m, h in sweep)["fp32_accum"]
+    assert fp32 == ({"ABLATE_FP32_ACCUM": "1"}, ["kernels/patches/fp32_accum.cuh"])
