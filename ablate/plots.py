@@ -1,0 +1,58 @@
+"""Figures of a ranking: slowdown bars with their 95% intervals per shape, and a
+pathology x shape heatmap. Input is rank.py's ranked table (one row per pathology and shape)."""
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display on a build or GPU box
+
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+import numpy as np  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+PALETTE = {"yes": "tab:red", "no": "tab:gray"}
+
+
+def slowdown_bars(ranked, shape, path):
+    """Horizontal bars of one shape's slowdowns, worst first, with their intervals. Bars start
+    at 1 (no effect), so a speed-up points left; wide ranges (serial_grid can cost 30x) get a
+    log axis."""
+    d = ranked[ranked["shape"] == shape].sort_values("slowdown", ascending=False)
+    y = np.arange(len(d))
+    sns.set_theme(style="whitegrid")
+    fig, ax = plt.subplots(figsize=(8, 1.5 + 0.45 * len(d)))
+    ax.barh(y, d["slowdown"] - 1, left=1, color=[PALETTE[s] for s in d["significant"]])
+    ax.errorbar(d["slowdown"], y, xerr=[d["slowdown"] - d["slowdown_lo"], d["slowdown_hi"] - d["slowdown"]],
+                fmt="none", ecolor="black", capsize=3)
+    ax.axvline(1.0, color="black", linewidth=1)
+    if d["slowdown_hi"].max() / d["slowdown_lo"].min() > 10:
+        ax.set_xscale("log")
+    ax.set_yticks(y, d["pathology"])
+    ax.invert_yaxis()  # worst on top
+    ax.set_xlabel("slowdown against the base (ratio of medians, 95% bootstrap interval)")
+    ax.set_title(f"Pathologies ranked by slowdown, shape {shape}")
+    ax.legend(handles=[Patch(color=c, label=k) for k, c in PALETTE.items()], title="significant",
+              loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def slowdown_heatmap(ranked, shapes, path):
+    """Pathology x shape grid of slowdowns; colour is log2 of the ratio (white = no effect),
+    `ns` marks the cells whose interval includes 1."""
+    values = ranked.pivot(index="pathology", columns="shape", values="slowdown")[shapes]
+    sig = ranked.pivot(index="pathology", columns="shape", values="significant")[shapes]
+    order = np.log(values).mean(axis=1).sort_values(ascending=False).index
+    values, sig = values.loc[order], sig.loc[order]
+    labels = values.map(lambda v: "" if np.isnan(v) else f"{v:.2f}")
+    labels = labels.where(sig != "no", labels + " ns")
+    sns.set_theme(style="white")
+    fig, ax = plt.subplots(figsize=(max(5.5, 2.5 + 1.3 * len(shapes)), 1.5 + 0.45 * len(values)))
+    sns.heatmap(np.log2(values), annot=labels, fmt="", center=0, cmap="RdBu_r",
+                cbar_kws={"label": "log2 slowdown"}, linewidths=0.5, ax=ax)
+    ax.set_xlabel("shape")
+    ax.set_ylabel("")
+    ax.set_title("Slowdown against the base\n(ns: the 95% interval includes 1)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

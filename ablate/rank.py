@@ -1,0 +1,307 @@
+"""`make rank`: the pathologies of a sweep ranked by measured slowdown, and what each one
+changed in the binary.
+
+    python -m ablate.rank                 # the latest sweep
+    python -m ablate.rank --sweep ID      # another one (or SWEEP=ID make rank)
+
+A timed sweep gives the ranking: per shape, worst slowdown first, with its 95% interval;
+jobs that were not timed (build_failed, crashed, incorrect, timeout) are listed below it,
+never ranked. A static sweep gives the static table: each pathology's registers, shared
+memory, spills, occupancy and SASS instruction classes against the base's. When the sweep
+has only one kind, the latest sweep of the other kind at the same git commit is shown
+beside it. Writes rank.csv (one row per job), rank.md and plots/ beside the sqlite store
+(runs/ by default).
+"""
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import mlflow
+import numpy as np
+import pandas as pd
+from mlflow import MlflowClient
+from omegaconf import OmegaConf
+
+from ablate import plots
+from ablate.tracking import ROOT, sqlite_path, tracking_uri
+
+STATIC = ["regs", "smem_bytes", "spill_bytes", "threads_per_block", "occupancy_blocks", "occupancy_warps"]
+TIMED = ["base_us", "variant_us", "slowdown", "slowdown_lo", "slowdown_hi", "significant"]
+
+
+class RankError(Exception):
+    """Something the user can fix (no store, no sweep, unknown id): a message, not a traceback."""
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m ablate.rank", description=__doc__.split("\n\n")[0])
+    p.add_argument("--sweep", default=os.environ.get("SWEEP") or None,
+                   help="sweep id (e.g. 2025-01-31/14-05-09) or its parent run id; default: the latest")
+    p.add_argument("--experiment", help="MLflow experiment; default: kernel.name in conf/config.yaml")
+    p.add_argument("--out", type=Path, help="output folder; default: beside the sqlite store (runs/)")
+    args = p.parse_args(argv)
+    try:
+        print(rank(args.sweep, args.experiment, args.out))
+    except RankError as e:
+        print(f"rank: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def rank(sweep=None, experiment=None, out=None):
+    """Read the store, write rank.csv, rank.md and plots/, and return the report's text."""
+    uri, titles, jobs = read_store(sweep, experiment)
+    ranked, unranked = ranking(jobs)
+    static = static_table(jobs, order=list(dict.fromkeys(ranked["pathology"])))
+    sections, md = list(titles), []
+    if not ranked.empty:
+        sections += ["Ranking (slowdown = median variant time / median base time, 95% bootstrap interval):",
+                     ranking_view(ranked).to_string(index=False), mechanisms(ranked)]
+        md += ["## Ranking", markdown(ranking_view(ranked, details=True))]
+    if not unranked.empty:
+        view = unranked[["pathology", "shape", "status"]].assign(
+            error=unranked["error"].fillna("").map(lambda e: e.strip().split("\n")[0][:120]))
+        sections += ["Not ranked (these jobs produced no valid measurement):", view.to_string(index=False)]
+        md += ["## Not ranked", markdown(view)]
+    if static is not None:
+        sections += ["Static analysis (variant against the base, same build):",
+                     static.drop(columns="sass changes").to_string(index=False), sass_lines(static, jobs)]
+        md += ["## Static analysis", markdown(static)]
+    if ranked.empty and unranked.empty and static is None:
+        sections.append("The sweep has no jobs logged.")
+
+    db = sqlite_path(uri)
+    out = Path(out) if out else (db.resolve().parent if db is not None else ROOT / "runs")
+    written = write(out, jobs, ranked, titles, md)
+    sections.append("Wrote " + ", ".join(str(p) for p in written))
+    return "\n\n".join(sections)
+
+
+def read_store(sweep, experiment):
+    """(tracking URI, a title line per sweep shown, their jobs): the chosen sweep, and when it
+    has only timed or only static jobs, the latest sweep of the other kind at the same commit."""
+    cfg = OmegaConf.load(ROOT / "conf" / "config.yaml")
+    uri = tracking_uri(cfg)
+    db = sqlite_path(uri)
+    if db is not None and not db.exists():
+        raise RankError(f"no MLflow store at {db}: run a sweep first (make sweep, or make static without a GPU)")
+    experiment = experiment or cfg.kernel.name
+    exp = MlflowClient(tracking_uri=uri).get_experiment_by_name(experiment)
+    if exp is None:
+        raise RankError(f"no experiment {experiment!r} in {uri}: run a sweep first (make sweep)")
+    mlflow.set_tracking_uri(uri)
+    sweeps = mlflow.search_runs([exp.experiment_id], filter_string="tags.kind = 'sweep'",
+                                order_by=["attributes.start_time DESC"])
+    if sweeps.empty:
+        raise RankError(f"experiment {experiment!r} in {uri} has no sweep (runs of `python -m ablate -m ...`)")
+    chosen = pick_sweep(sweeps, sweep)
+    jobs = load_jobs(exp.experiment_id, chosen)
+    titles = [header(chosen, jobs, uri)]
+    other = None
+    if not (jobs["status"] == "static").any():
+        other = companion(exp.experiment_id, sweeps, chosen, "static")
+    elif not (jobs["status"] == "ok").any():
+        other = companion(exp.experiment_id, sweeps, chosen, "ok")
+    if other is not None:
+        titles.append(header(*other, uri, beside=True))
+        jobs = pd.concat([jobs, other[1]], ignore_index=True)
+    return uri, titles, jobs
+
+
+def pick_sweep(sweeps, wanted):
+    """The latest sweep, or the one named by sweep id or parent run id."""
+    if not wanted:
+        return sweeps.iloc[0]
+    match = sweeps[(sweeps.get("tags.sweep_id") == wanted) | (sweeps["run_id"] == wanted)]
+    if match.empty:
+        known = ", ".join(sweeps.get("tags.sweep_id", pd.Series(dtype=str)).dropna().head(10))
+        raise RankError(f"unknown sweep {wanted!r}; the latest sweeps are: {known}")
+    return match.iloc[0]  # the same id twice (a reused sweep dir): the latest
+
+
+def load_jobs(experiment_id, sweep):
+    """One row per job of the sweep: pathology, shape, status, mechanism, expected, error and
+    every metric (metric names without MLflow's `metrics.` prefix)."""
+    runs = mlflow.search_runs([experiment_id], filter_string=f"tags.mlflow.parentRunId = '{sweep['run_id']}'",
+                              order_by=["attributes.start_time ASC"])
+    col = lambda name: runs[name] if name in runs else pd.Series([None] * len(runs), dtype=object)  # noqa: E731
+    jobs = pd.DataFrame({
+        "sweep": sweep.get("tags.sweep_id"),
+        "run_id": runs.get("run_id"),
+        "pathology": col("params.pathology"),
+        "shape": col("params.shape"),
+        "status": col("tags.status"),
+        "mechanism": col("params.mechanism"),
+        "expected": col("params.expected"),
+        "error": col("tags.error"),
+        "start_time": runs.get("start_time"),
+    })
+    metrics = runs[sorted(c for c in runs.columns if c.startswith("metrics."))]
+    metrics = metrics.rename(columns=lambda c: c[len("metrics."):])
+    return pd.concat([jobs, metrics], axis=1)
+
+
+def companion(experiment_id, sweeps, chosen, status):
+    """(sweep, jobs) of the latest other sweep at the same commit that has jobs of `status`."""
+    commit = chosen.get("tags.git_commit")
+    for _, s in sweeps.iterrows():
+        if s["run_id"] != chosen["run_id"] and s.get("tags.git_commit") == commit:
+            jobs = load_jobs(experiment_id, s)
+            if (jobs["status"] == status).any():
+                return s, jobs
+    return None
+
+
+def header(sweep, jobs, uri, beside=False):
+    counts = ", ".join(f"{n} {s}" for s, n in jobs["status"].value_counts().items()) or "no jobs"
+    return (f"{'Beside it, sweep' if beside else 'Sweep'} {sweep.get('tags.sweep_id')} "
+            f"(mode {sweep.get('tags.mode')}, commit {sweep.get('tags.git_commit')}, "
+            f"{sweep['status'].lower()}; jobs: {counts})" + ("" if beside else f"\nstore: {uri}"))
+
+
+def ranking(jobs):
+    """Timed jobs ranked per shape, worst first (shapes in sweep order), and the jobs that
+    cannot be ranked. A job logged twice for one pathology and shape counts once (the latest)."""
+    for m in TIMED:
+        if m not in jobs:
+            jobs[m] = np.nan
+    timed = jobs[jobs["status"] == "ok"].drop_duplicates(["pathology", "shape"], keep="last")
+    complete = timed[TIMED[:-1]].notna().all(axis=1)
+    unranked = jobs[~jobs["status"].isin(["ok", "static"])].copy()
+    missing = timed[~complete].assign(status="ok", error="logged without its timing metrics")
+    unranked = pd.concat([unranked, missing], ignore_index=True)
+    ranked = timed[complete].copy()
+    # The logged flag, or the interval itself when it was not logged.
+    excludes_one = (ranked["slowdown_lo"] > 1) | (ranked["slowdown_hi"] < 1)
+    ranked["significant"] = np.where(ranked["significant"].fillna(excludes_one.astype(int)) > 0, "yes", "no")
+    shapes = list(dict.fromkeys(ranked["shape"]))
+    ranked["shape_order"] = ranked["shape"].map(shapes.index)
+    ranked = ranked.sort_values(["shape_order", "slowdown"], ascending=[True, False])
+    ranked["rank"] = ranked.groupby("shape").cumcount() + 1
+    return ranked.drop(columns="shape_order").reset_index(drop=True), unranked.reset_index(drop=True)
+
+
+def ranking_view(ranked, details=False):
+    view = pd.DataFrame({
+        "rank": ranked["rank"],
+        "pathology": ranked["pathology"],
+        "shape": ranked["shape"],
+        "base us": ranked["base_us"].map("{:.2f}".format),
+        "variant us": ranked["variant_us"].map("{:.2f}".format),
+        "slowdown [95% CI]": [f"{s:.3f}x [{lo:.3f}, {hi:.3f}]" for s, lo, hi in
+                              zip(ranked["slowdown"], ranked["slowdown_lo"], ranked["slowdown_hi"])],
+        "significant": ranked["significant"],
+    })
+    if details:
+        view["mechanism"] = ranked["mechanism"].fillna("")
+        view["expected"] = ranked["expected"].fillna("")
+    return view
+
+
+def mechanisms(ranked):
+    """Each ranked pathology's mechanism and prediction, once, to hold the numbers against."""
+    lines = ["What each pathology defeats, and what was predicted:"]
+    for _, r in ranked.drop_duplicates("pathology").fillna({"mechanism": "", "expected": ""}).iterrows():
+        lines.append(f"- {r['pathology']}: {r['mechanism'] or '(no mechanism logged)'}\n"
+                     f"  expected: {r['expected'] or '(no prediction logged)'}")
+    return "\n".join(lines)
+
+
+def static_table(jobs, order):
+    """Per pathology, its static metrics as `base -> variant` where they differ, the SASS
+    classes that changed, and its fingerprint verdict; None when there are no static jobs."""
+    static = jobs[jobs["status"] == "static"].drop_duplicates("pathology", keep="last").set_index("pathology")
+    if static.empty:
+        return None
+    base = static.loc["none"] if "none" in static.index else None
+    names = ["none"] + [n for n in order if n != "none"] + sorted(static.index.difference(order))
+    names = [n for n in dict.fromkeys(names) if n in static.index]
+    sass = sorted(c for c in static.columns if c.startswith("sass."))
+    rows = []
+    for name in names:
+        job = static.loc[name]
+        row = {"pathology": name}
+        for m in STATIC:
+            row[m] = _change(base[m] if base is not None and m in static else None, job.get(m))
+        if base is None:
+            row["sass changes"] = "(no base job to compare with)"
+        elif name == "none":
+            row["sass changes"] = "(the base)"
+        else:
+            row["sass changes"] = ", ".join(f"{c[5:]} {_num(base[c])} -> {_num(job[c])}"
+                                            for c in sass if not _same(base[c], job[c])) or "none"
+        row["fingerprint"] = _fingerprint(job)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def sass_lines(static, jobs):
+    """The SASS changes per pathology, and why each failing fingerprint failed."""
+    lines = ["SASS instruction classes that changed:"]
+    lines += [f"- {r['pathology']}: {r['sass changes']}" for _, r in static.iterrows()]
+    failed = static.loc[static["fingerprint"] == "FAIL", "pathology"]
+    errors = (jobs[jobs["status"] == "static"].drop_duplicates("pathology", keep="last")
+              .set_index("pathology")["error"].fillna(""))
+    lines += [f"Fingerprint FAIL, {n}: {errors.get(n) or '(no reason logged)'}" for n in failed]
+    return "\n".join(lines)
+
+
+def _fingerprint(job):
+    """The verdict the static job logged: metric `fingerprint_ok` (1 pass, 0 fail)."""
+    ok = job.get("fingerprint_ok")
+    if ok is None or pd.isna(ok):
+        return "-" if job.name == "none" else "not checked"
+    return "pass" if ok > 0 else "FAIL"
+
+
+def _change(base, value):
+    if value is None or pd.isna(value):
+        return "-"
+    if base is None or pd.isna(base) or _same(base, value):
+        return _num(value)
+    return f"{_num(base)} -> {_num(value)}"
+
+
+def _same(a, b):
+    return (pd.isna(a) and pd.isna(b)) or a == b
+
+
+def _num(v):
+    return "-" if pd.isna(v) else f"{v:g}"
+
+
+def markdown(df):
+    """A GitHub markdown table (pandas' to_markdown needs the tabulate package)."""
+    cell = lambda v: str(v).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    lines = ["| " + " | ".join(map(cell, df.columns)) + " |", "|" + " --- |" * len(df.columns)]
+    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def write(out, jobs, ranked, titles, md):
+    """rank.csv (every job, its rank where it has one), rank.md and the figures."""
+    plot_dir = out / "plots"
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    for old in [*plot_dir.glob("slowdown_*.png"), plot_dir / "heatmap.png"]:
+        old.unlink(missing_ok=True)  # figures of an earlier ranking would pass for this one's
+    table = jobs.merge(ranked[["run_id", "rank"]], on="run_id", how="left")
+    lead = ["sweep", "rank", "pathology", "shape", "status"]
+    table = table[lead + [c for c in table.columns if c not in lead]]
+    table.to_csv(out / "rank.csv", index=False)
+    head = "\n\n".join(t.replace("\n", "  \n") for t in titles)
+    (out / "rank.md").write_text(f"# ablate ranking\n\n{head}\n\n" + "\n\n".join(md) + "\n")
+    written = [out / "rank.csv", out / "rank.md"]
+    shapes = list(dict.fromkeys(ranked["shape"]))
+    for shape in shapes:
+        path = plot_dir / f"slowdown_{shape}.png"
+        plots.slowdown_bars(ranked, shape, path)
+        written.append(path)
+    if len(shapes) > 1:
+        plots.slowdown_heatmap(ranked, shapes, plot_dir / "heatmap.png")
+        written.append(plot_dir / "heatmap.png")
+    return written
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""`make rank` on a store filled by the tests: a timed sweep over two shapes with failed
+jobs, a static sweep at the same commit, and an older sweep to pick by id."""
+import os
+import shutil
+import subprocess
+
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+from ablate import rank, tracking
+
+# Planted slowdowns at s512; at s1k_causal every pathology costs 1.5x as much again.
+PLANTED = {"serial_grid": 8.0, "tiny_blocks": 2.5, "no_swizzle": 1.3, "fp32_accum": 1.02, "none": 1.0}
+FAILED = {"uncoalesced": "crashed", "scalar_loads": "incorrect", "extra_syncthreads": "timeout",
+          "no_cp_async": "build_failed"}
+SHAPES = ["s512", "s1k_causal"]
+BASE_STATIC = {"regs": 128, "smem_bytes": 81920, "spill_bytes": 0, "threads_per_block": 128,
+               "occupancy_blocks": 2, "occupancy_warps": 8, "sass.hmma_f16": 512, "sass.hmma_f32": 0,
+               "sass.ldsm": 96, "sass.bar": 12, "fingerprint_ok": 1}
+STATIC_CHANGES = {
+    "fp32_accum": {"regs": 160, "sass.hmma_f16": 0, "sass.hmma_f32": 512, "fingerprint_ok": 0},
+    "tiny_blocks": {"threads_per_block": 32, "occupancy_warps": 16, "occupancy_blocks": 16},
+    "no_swizzle": {"sass.ldsm": 96, "sass.bar": 12},  # nothing changed in these classes
+    "serial_grid": {"sass.bar": 14},
+}
+OLD, TIMED, STATIC = "2025-01-30/09-00-00", "2025-01-31/10-00-00", "2025-01-31/11-00-00"
+
+
+def job_cfg(name, shape, mode):
+    return OmegaConf.create({
+        "mode": mode, "kernel": {"name": "flash_attention_fwd"}, "build": {"arch": "sm_90"},
+        "shape": {"name": shape},
+        "pathology": {name: {"header": None, "macros": {} if name == "none" else {f"ABLATE_{name.upper()}": 1},
+                             "mechanism": f"{name} defeats something", "expected": f"{name} costs something"}},
+    })
+
+
+def timed(s):
+    lo, hi = s * 0.98, s * 1.02
+    return {"status": "ok", "params": {}, "artifacts": {}, "error": None,
+            "metrics": {"base_us": 20.0, "variant_us": 20.0 * s, "slowdown": s, "slowdown_lo": lo,
+                        "slowdown_hi": hi, "significant": int(lo > 1 or hi < 1)}}
+
+
+def sweep(sweep_id, mode, jobs, root):
+    parent = tracking.start_sweep(job_cfg("none", "s512", mode), root / "runs/hydra/multirun" / sweep_id)
+    for name, shape, result in jobs:
+        tracking.log_job(job_cfg(name, shape, mode), result, parent)
+    tracking.end_sweep(parent, "FINISHED")
+    return parent
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, project_root):
+    """The filled store's folder; MLFLOW_TRACKING_URI points at it for the module."""
+    folder = tmp_path_factory.mktemp("rank_store")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
+        old = sweep(OLD, "gpu", [("none", "s512", timed(1.0)), ("no_swizzle", "s512", timed(1.05))], project_root)
+        jobs = []
+        for i, shape in enumerate(SHAPES):
+            jobs += [(n, shape, timed(s if n == "none" else s * 1.5 ** i)) for n, s in PLANTED.items()]
+            jobs += [(n, shape, {"status": st, "params": {}, "metrics": {}, "artifacts": {},
+                                 "error": f"{n} went {st}\ndetails"}) for n, st in FAILED.items()]
+        sweep(TIMED, "gpu", jobs, project_root)
+        static = [("none", "s512", {"status": "static", "params": {}, "metrics": BASE_STATIC,
+                                    "artifacts": {}, "error": None})]
+        for name, change in STATIC_CHANGES.items():
+            error = "fp32_accum: fingerprint sass.hmma_f16: zero does not hold" if name == "fp32_accum" else None
+            static.append((name, "s512", {"status": "static", "params": {}, "metrics": {**BASE_STATIC, **change},
+                                          "artifacts": {}, "error": error}))
+        sweep(STATIC, "static", static, project_root)
+        yield {"folder": folder, "old_parent": old}
+
+
+def section(text, title):
+    """The lines of one section of the report (sections are separated by blank lines)."""
+    blocks = text.split("\n\n")
+    i = next(i for i, b in enumerate(blocks) if b.startswith(title))
+    return blocks[i + 1].splitlines()
+
+
+def test_ranking_of_the_latest_sweeps(store, tmp_path):
+    text = rank.rank(out=tmp_path)
+    assert text.startswith(f"Sweep {STATIC} (mode static")
+    assert f"Beside it, sweep {TIMED} (mode gpu" in text
+    rows = section(text, "Ranking")[1:]
+    order = {shape: [r.split()[1] for r in rows if r.split()[2] == shape] for shape in SHAPES}
+    assert order == {shape: list(PLANTED) for shape in SHAPES}  # worst first
+    assert [r.split()[0] for r in rows] == ["1", "2", "3", "4", "5"] * 2
+    no_swizzle = next(r for r in rows if " no_swizzle " in r and " s1k_causal " in r)
+    assert "1.950x [1.911, 1.989]" in no_swizzle and no_swizzle.split()[-1] == "yes"
+    assert "20.00" in no_swizzle and "39.00" in no_swizzle
+    fp32 = next(r for r in rows if " fp32_accum " in r and " s512 " in r)
+    assert "1.020x [1.000, 1.040]" in fp32 and fp32.split()[-1] == "no"
+    assert "- no_swizzle: no_swizzle defeats something\n  expected: no_swizzle costs something" in text
+
+    # Jobs that produced no timing are listed below the ranking, never in it.
+    unranked = section(text, "Not ranked")[1:]
+    assert sorted((r.split()[0], r.split()[1], r.split()[2]) for r in unranked) == sorted(
+        (n, shape, st) for n, st in FAILED.items() for shape in SHAPES)
+    assert all(n not in "\n".join(rows) for n in FAILED)
+    assert "uncoalesced went crashed" in text and "details" not in "\n".join(unranked)
+
+    csv = pd.read_csv(tmp_path / "rank.csv")
+    ranked = csv[csv["status"] == "ok"]
+    assert len(ranked) == 10 and ranked["rank"].notna().all()
+    assert csv.loc[csv["status"].isin(FAILED.values()), "rank"].isna().all()
+    assert len(csv[csv["status"].isin(FAILED.values())]) == 8 and len(csv[csv["status"] == "static"]) == 5
+    best = ranked[(ranked["rank"] == 1)]
+    assert list(best["pathology"]) == ["serial_grid"] * 2 and list(best["slowdown"]) == [8.0, 12.0]
+
+    md = (tmp_path / "rank.md").read_text()
+    assert "## Ranking" in md and "## Not ranked" in md and "## Static analysis" in md
+    assert "| 1 | serial_grid | s512 | 20.00 | 160.00 | 8.000x [7.840, 8.160] | yes |" in md
+    for png in ["slowdown_s512.png", "slowdown_s1k_causal.png", "heatmap.png"]:
+        assert (tmp_path / "plots" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_static_table_beside_the_ranking(store, tmp_path):
+    text = rank.rank(out=tmp_path)
+    rows = section(text, "Static analysis")
+    names = [r.split()[0] for r in rows[1:]]
+    assert names == ["none", "serial_grid", "tiny_blocks", "no_swizzle", "fp32_accum"]  # base, then ranking order
+    fp32 = rows[1 + names.index("fp32_accum")]
+    assert "128 -> 160" in fp32 and fp32.split()[-1] == "FAIL"
+    tiny = rows[1 + names.index("tiny_blocks")]
+    assert "128 -> 32" in tiny and "8 -> 16" in tiny and tiny.split()[-1] == "pass"
+    assert "- fp32_accum: hmma_f16 512 -> 0, hmma_f32 0 -> 512" in text
+    assert "- no_swizzle: none" in text and "- serial_grid: bar 12 -> 14" in text
+    assert "Fingerprint FAIL, fp32_accum: fp32_accum: fingerprint sass.hmma_f16: zero does not hold" in text
+
+
+def test_another_sweep_by_id(store, tmp_path):
+    rank.rank(out=tmp_path)
+    assert (tmp_path / "plots" / "heatmap.png").exists()
+    for wanted in (OLD, store["old_parent"]):
+        text = rank.rank(sweep=wanted, out=tmp_path)
+        assert text.startswith(f"Sweep {OLD} (mode gpu")
+        rows = section(text, "Ranking")[1:]
+        assert [r.split()[:3] for r in rows] == [["1", "no_swizzle", "s512"], ["2", "none", "s512"]]
+        assert "1.050x [1.029, 1.071]" in rows[0]
+    # One shape: no heatmap, and the figures of the earlier ranking are gone.
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == ["slowdown_s512.png"]
+
+
+def test_unknown_sweep_is_a_clear_message(store, capsys):
+    assert rank.main(["--sweep", "1999-01-01/00-00-00"]) == 1
+    err = capsys.readouterr().err
+    assert f"rank: unknown sweep '1999-01-01/00-00-00'; the latest sweeps are: {STATIC}, {TIMED}, {OLD}" in err
+    assert "Traceback" not in err
+
+
+def test_empty_stores_are_clear_messages(tmp_path, monkeypatch, capsys):
+    db = tmp_path / "mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{db}")
+    assert rank.main([]) == 1
+    assert f"rank: no MLflow store at {db}: run a sweep first" in capsys.readouterr().err
+    assert not db.exists()  # reading never creates a store
+
+    from mlflow import MlflowClient
+    MlflowClient(f"sqlite:///{db}").create_experiment("something_else")
+    assert rank.main([]) == 1
+    assert "rank: no experiment 'flash_attention_fwd'" in capsys.readouterr().err
+
+    tracking.log_job(job_cfg("none", "s512", "gpu"), timed(1.0))  # a single run, no sweep
+    assert rank.main([]) == 1
+    assert "has no sweep" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_rank(store, project_root):
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{store['folder'] / 'mlflow.db'}"}
+    env.pop("SWEEP", None)
+    proc = subprocess.run(["make", "-s", "rank"], cwd=project_root, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "Ranking" in proc.stdout and "Static analysis" in proc.stdout
+    for f in ["rank.csv", "rank.md", "plots/heatmap.png"]:  # beside the store it read
+        assert (store["folder"] / f).exists()
+
+    proc = subprocess.run(["make", "-s", "rank", "SWEEP=nope"], cwd=project_root, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "rank: unknown sweep 'nope'" in proc.stderr and "Traceback" not in proc.stderr

@@ -1,0 +1,218 @@
+"""MLflow tracking on a temporary store: a sweep's parent and child runs read back with
+MlflowClient, failed jobs logged with their status, and a bad value that costs only itself."""
+import json
+import logging
+import shutil
+import subprocess
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.hydra_config import HydraConfig
+from mlflow import MlflowClient
+from omegaconf import OmegaConf
+
+from ablate import tracking
+
+
+def job_cfg(names=("none",), shape="s512", mode="gpu"):
+    """A job config shaped like the app's (conf/config.yaml), with the shape's name set
+    directly since there is no Hydra run to ask."""
+    return OmegaConf.create({
+        "mode": mode,
+        "kernel": {"name": "flash_attention_fwd"},
+        "build": {"arch": "auto"},
+        "shape": {"name": shape, "batch": 4, "heads": 8, "seq": 512, "head_dim": 64, "causal": False},
+        "pathology": {n: {"header": None, "macros": {} if n == "none" else {f"ABLATE_{n.upper()}": 1},
+                          "mechanism": f"what {n} defeats", "expected": f"what {n} should cost"}
+                      for n in names},
+    })
+
+
+def ok_result(slowdown=1.25):
+    return {
+        "status": "ok",
+        "params": {"gpu": "NVIDIA H100 80GB HBM3", "driver": "580.65", "cuda": "13.0", "torch": "2.11.0",
+                   "nvcc": "13.0.48", "arch": "sm_90"},
+        "metrics": {"base_us": 14.0, "variant_us": 14.0 * slowdown, "slowdown": slowdown,
+                    "slowdown_lo": slowdown - 0.02, "slowdown_hi": slowdown + 0.02, "significant": 1,
+                    "regs": 128, "smem_bytes": 81920, "spill_bytes": 0},
+        "artifacts": {"ptxas.log": "ptxas info    : Used 128 registers", "variant_info.json": '{"pathologies": []}'},
+        "error": None,
+    }
+
+
+def artifacts(client, run_id):
+    return sorted(a.path for a in client.list_artifacts(run_id))
+
+
+def text_artifact(client, run_id, name, tmp_path):
+    return open(client.download_artifacts(run_id, name, str(tmp_path))).read()
+
+
+def test_sweep_round_trip(mlflow_store, tmp_path, project_root):
+    client = MlflowClient(mlflow_store)
+    sweep_dir = project_root / "runs" / "hydra" / "multirun" / "2025-01-31" / "14-05-09"
+    parent = tracking.start_sweep(job_cfg(), sweep_dir)
+    cfg = job_cfg(["fp32_accum"])
+    child = tracking.log_job(cfg, ok_result(), parent)
+    static = {"status": "static", "params": {"arch": "sm_90"}, "metrics": {"regs": 160, "sass.hmma_f32": 256},
+              "artifacts": {}, "error": None}
+    static_child = tracking.log_job(job_cfg(["fp32_accum"], mode="static"), static, parent)
+    tracking.end_sweep(parent, "FINISHED")
+
+    p = client.get_run(parent)
+    assert p.info.status == "FINISHED"
+    assert p.data.tags["kind"] == "sweep"
+    assert p.data.tags["sweep_id"] == "2025-01-31/14-05-09"
+    assert p.data.tags["mode"] == "gpu"
+    assert p.data.tags["git_commit"] == tracking.git_commit()
+    children = client.search_runs([p.info.experiment_id], f"tags.mlflow.parentRunId = '{parent}'")
+    assert sorted(r.info.run_id for r in children) == sorted([child, static_child])
+
+    run = client.get_run(child)
+    assert client.get_experiment(run.info.experiment_id).name == "flash_attention_fwd"
+    assert run.info.status == "FINISHED"
+    assert run.info.run_name == "fp32_accum@s512"
+    tags = run.data.tags
+    assert tags["status"] == "ok" and tags["variant"] == "fp32_accum" and tags["mode"] == "gpu"
+    assert tags["sweep_id"] == "2025-01-31/14-05-09" and tags["mlflow.parentRunId"] == parent
+    assert "log_errors" not in tags
+    params = run.data.params
+    assert params["pathology"] == "fp32_accum"
+    assert params["pathologies"] == "fp32_accum"
+    assert params["macros"] == "ABLATE_FP32_ACCUM=1"
+    assert params["mechanism"] == "what fp32_accum defeats"
+    assert params["expected"] == "what fp32_accum should cost"
+    assert params["shape"] == "s512"
+    assert (params["shape.batch"], params["shape.seq"], params["shape.causal"]) == ("4", "512", "false")
+    assert params["gpu"] == "NVIDIA H100 80GB HBM3" and params["driver"] == "580.65"
+    assert params["cuda"] == "13.0" and params["torch"] == "2.11.0" and params["nvcc"] == "13.0.48"
+    assert params["arch"] == "sm_90"  # the worker's resolved arch wins over the config's `auto`
+    assert params["git_commit"] == tracking.git_commit()
+    assert run.data.metrics == pytest.approx(ok_result()["metrics"])
+    assert artifacts(client, child) == ["config.yaml", "ptxas.log", "result.json", "variant_info.json"]
+    assert OmegaConf.create(text_artifact(client, child, "config.yaml", tmp_path)) == cfg
+    assert text_artifact(client, child, "ptxas.log", tmp_path) == "ptxas info    : Used 128 registers"
+    assert json.loads(text_artifact(client, child, "result.json", tmp_path)) == ok_result()
+
+    s = client.get_run(static_child)
+    assert s.data.tags["status"] == "static" and s.data.tags["mode"] == "static"
+    assert s.data.metrics == {"regs": 160, "sass.hmma_f32": 256}
+    assert s.info.artifact_uri.startswith((tmp_path / "mlartifacts").as_uri())  # beside the store
+
+
+@pytest.mark.parametrize("status", ["build_failed", "crashed", "timeout", "incorrect"])
+def test_failed_job_is_logged_with_its_status(mlflow_store, tmp_path, status):
+    error = f"{status}: cudaErrorIllegalAddress at kernel launch\nsecond line"
+    result = {"status": status, "params": {"arch": "sm_90"}, "metrics": {"rel_err": 0.5} if status == "incorrect" else {},
+              "artifacts": {"build.log": "error: expected ';'"} if status == "build_failed" else {}, "error": error}
+    run_id = tracking.log_job(job_cfg(["no_swizzle"]), result)  # a run of its own: no sweep
+    client = MlflowClient(mlflow_store)
+    run = client.get_run(run_id)
+    assert run.info.status == "FAILED"
+    assert run.data.tags["status"] == status
+    assert run.data.tags["error"] == error
+    assert "mlflow.parentRunId" not in run.data.tags and "sweep_id" not in run.data.tags
+    assert text_artifact(client, run_id, "error.txt", tmp_path) == error
+    assert run.data.params["pathology"] == "no_swizzle"
+    if status == "build_failed":
+        assert text_artifact(client, run_id, "build.log", tmp_path) == "error: expected ';'"
+    if status == "incorrect":
+        assert run.data.metrics == {"rel_err": 0.5}
+
+
+def test_real_config_inside_hydra(mlflow_store, project_root):
+    """The app's own config, with the shape's name taken from Hydra as in a real job."""
+    with initialize_config_dir(config_dir=str(project_root / "conf"), version_base=None):
+        full = compose("config", overrides=["pathology=[no_swizzle,fp32_accum]", "shape=s1k_causal"],
+                       return_hydra_config=True)
+    cfg = OmegaConf.masked_copy(full, [k for k in full if k != "hydra"])
+    HydraConfig.instance().set_config(full)
+    try:
+        run_id = tracking.log_job(cfg, ok_result())
+    finally:
+        HydraConfig.instance().cfg = None
+    params = MlflowClient(mlflow_store).get_run(run_id).data.params
+    assert params["shape"] == "s1k_causal" and params["shape.causal"] == "true"
+    assert params["pathology"] == "fp32_accum+no_swizzle"
+    assert params["macros"] == "ABLATE_FP32_ACCUM=1 ABLATE_NO_SWIZZLE=1"
+    mechanisms = params["mechanism"].split(" | ")
+    assert [m.split(":")[0] for m in mechanisms] == ["fp32_accum", "no_swizzle"]
+    assert cfg.pathology.no_swizzle.mechanism.strip()[:40] in params["mechanism"]
+
+
+def test_bad_values_cost_only_themselves(mlflow_store, tmp_path, caplog):
+    result = ok_result()
+    result["metrics"]["gpu_name"] = "H100"  # not a number
+    result["params"]["notes"] = "x" * 10_000  # longer than MLflow allows
+    result["artifacts"]["../../outside.txt"] = "kept"
+    with caplog.at_level(logging.ERROR, logger="ablate.tracking"):
+        run_id = tracking.log_job(job_cfg(["no_swizzle"]), result)
+    client = MlflowClient(mlflow_store)
+    run = client.get_run(run_id)
+    assert run.data.metrics["slowdown"] == 1.25 and "gpu_name" not in run.data.metrics
+    assert run.data.params["notes"].startswith("xxx") and len(run.data.params["notes"]) == 6000
+    assert "outside.txt" in artifacts(client, run_id)
+    assert "metric gpu_name: not a number" in run.data.tags["log_errors"]
+    assert "outside.txt" in run.data.tags["log_errors"]
+    # Not silent: an error line names the problems, and the whole result is kept on disk.
+    assert "gpu_name" in caplog.text
+    saved = list((tmp_path / "unlogged").glob("*.json"))
+    assert len(saved) == 1 and json.loads(saved[0].read_text())["result"]["metrics"]["gpu_name"] == "H100"
+
+
+def test_unreadable_store_keeps_the_result(tmp_path, monkeypatch, caplog):
+    db = tmp_path / "mlflow.db"
+    db.write_bytes(b"this is not a sqlite database" * 100)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{db}")
+    with caplog.at_level(logging.ERROR, logger="ablate.tracking"):
+        assert tracking.log_job(job_cfg(["no_swizzle"]), ok_result()) is None
+    assert "could not create the run" in caplog.text
+    saved = list((tmp_path / "unlogged").glob("*no_swizzle@s512.json"))
+    assert len(saved) == 1
+    assert json.loads(saved[0].read_text())["result"] == ok_result()
+    assert db.read_bytes() == b"this is not a sqlite database" * 100  # never overwritten
+
+
+def test_runs_are_added_never_replaced(mlflow_store):
+    first = tracking.log_job(job_cfg(["no_swizzle"]), ok_result(1.2))
+    second = tracking.log_job(job_cfg(["no_swizzle"]), ok_result(1.3))
+    client = MlflowClient(mlflow_store)
+    assert first != second
+    assert client.get_run(first).data.metrics["slowdown"] == 1.2
+    assert client.get_run(second).data.metrics["slowdown"] == 1.3
+
+
+def test_end_sweep_refuses_an_unknown_status(mlflow_store):
+    parent = tracking.start_sweep(job_cfg(), "/tmp/some/sweep")
+    with pytest.raises(ValueError, match="FINISHED, FAILED or KILLED"):
+        tracking.end_sweep(parent, "DONE")
+    tracking.end_sweep(parent, "failed")
+    assert MlflowClient(mlflow_store).get_run(parent).info.status == "FAILED"
+
+
+def test_tracking_uri(monkeypatch, project_root):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    cfg = OmegaConf.create({"mlflow": {"tracking_uri": "sqlite:///runs/mlflow.db"}})
+    assert tracking.tracking_uri(cfg) == f"sqlite:///{project_root / 'runs' / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://tracking.example:5000")
+    assert tracking.tracking_uri(cfg) == "http://tracking.example:5000"
+
+
+def test_sweep_id(project_root):
+    assert tracking.sweep_id(project_root / "runs/hydra/multirun/2025-01-31/14-05-09") == "2025-01-31/14-05-09"
+    assert tracking.sweep_id("/elsewhere/my_sweep") == "my_sweep"
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_git_commit(tmp_path):
+    assert tracking.git_commit(tmp_path) == "unknown"  # not a checkout
+    git = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True, text=True)  # noqa: E731
+    git("init", "-q")
+    (tmp_path / "f.txt").write_text("a")
+    git("add", "f.txt")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    head = git("rev-parse", "HEAD").stdout.strip()
+    assert tracking.git_commit(tmp_path) == head
+    (tmp_path / "f.txt").write_text("b")
+    assert tracking.git_commit(tmp_path) == head + "-dirty"
