@@ -1,0 +1,202 @@
+"""The Hydra app: one job = one variant, built, checked and timed against the base on one
+shape, and logged to MLflow.
+
+    python -m ablate                                       # the base on s512
+    python -m ablate -m 'pathology=glob(*)' shape=s512     # every pathology, one job each
+    python -m ablate -m 'pathology=glob(*)' mode=static    # no GPU: the binaries only
+
+A job that fails (build_failed, crashed, timeout, incorrect) is recorded and the sweep goes
+on; bad input (a shape, bench or pathology config that cannot work) stops before anything is
+built, with a message naming the problem.
+"""
+import functools
+import json
+import logging
+import os
+import re
+import traceback
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import OmegaConf
+
+from ablate.callbacks import SWEEP_RUN_ENV
+from ablate.worker import result
+
+log = logging.getLogger("ablate")
+
+ROOT = Path(__file__).resolve().parents[1]
+MODES = ("gpu", "static")
+_said_no_gpu = False  # the fallback is said once per process, not once per job
+
+
+def validated(cfg):
+    """(shape dict, Variant) of the job; SystemExit naming the problem when the config is bad."""
+    from ablate.shapes import validate_shape
+    from ablate.timing import validate_bench
+    from ablate.variant import variant_from_cfg
+
+    try:
+        if cfg.mode not in MODES:
+            raise ValueError(f"mode must be one of {list(MODES)}, got {cfg.mode!r}")
+        shape = validate_shape(cfg.shape, cfg.kernel.head_dims)
+        validate_bench(cfg.bench)
+        variant = variant_from_cfg(cfg.pathology, ROOT)
+    except ValueError as e:
+        # A swept value (shape.seq=0,512) gets here only after the callback's checks and
+        # builds: the sweep stops, and its parent run says it failed.
+        if parent_run_id():
+            from ablate import tracking
+            tracking.end_sweep(parent_run_id(), "FAILED", cfg)
+        raise SystemExit(f"ablate: {e}") from None
+    return shape, variant
+
+
+def gpu_available():
+    """(True, None) when a CUDA device is visible, else (False, why)."""
+    try:
+        import torch
+    except ImportError:
+        return False, "torch is not installed"
+    if not torch.cuda.is_available():
+        return False, "no CUDA device is visible"
+    return True, None
+
+
+def effective_mode(requested):
+    global _said_no_gpu
+    if requested != "gpu":
+        return requested
+    ok, why = gpu_available()
+    if ok:
+        return "gpu"
+    if not _said_no_gpu:
+        log.warning("%s: mode=gpu falls back to mode=static (build and read the binaries, no timing)", why)
+        _said_no_gpu = True
+    return "static"
+
+
+def nvcc_release(nvcc):
+    from ablate.build import nvcc_version
+
+    text = nvcc_version(nvcc)
+    m = re.search(r"release ([\d.]+), V([\d.]+)", text)
+    return m.group(2) if m else text.strip().splitlines()[-1]
+
+
+def shape_metrics(build_result, info, head_dim, causal):
+    """regs, smem_bytes (static + dynamic) and spill_bytes of the kernel instance the shape
+    runs: the one whose template arguments name its head dim and causal flag."""
+    from ablate.static import head_dim_of
+
+    configs = {int(c["head_dim"]): c for c in info["configs"]}
+    flag = "true" if causal else "false"
+    kernels = [k for name, k in build_result.ptxas["kernels"].items()
+               if head_dim_of(name, configs) == head_dim
+               and re.findall(r"\b(?:true|false)\b", name.split("(", 1)[0]) == [flag]]
+    if len(kernels) != 1 or head_dim not in configs:
+        return {}  # names that do not say: better no number than another instance's
+    k = kernels[0]
+    return {"regs": k["registers"], "smem_bytes": k["smem_bytes"] + int(configs[head_dim]["smem_bytes"]),
+            "spill_bytes": k["spill_store_bytes"] + k["spill_load_bytes"]}
+
+
+@functools.cache
+def read_sass(lib):
+    """cuobjdump's instruction mix of a library; kept for the process, since a sweep reads
+    the base's once per job and a library's name is the hash of what went into it."""
+    from ablate import sass
+
+    return sass.read(lib)
+
+
+def static_job(variant, builds):
+    """Static metrics of the variant and its fingerprint checked against the base."""
+    from ablate import fingerprint
+    from ablate.static import static_metrics
+
+    var, base = builds[variant.name], builds["none"]
+    var_sass, base_sass = read_sass(var.lib), read_sass(base.lib)
+    metrics = static_metrics(var, sass_report=var_sass)
+    base_metrics = static_metrics(base, sass_report=base_sass)
+    problems = fingerprint.check(variant, metrics, base_metrics, var_sass["text"], base_sass["text"])
+    metrics["fingerprint_ok"] = int(not problems)
+    return result("static", metrics=metrics, error="; ".join(problems) or None)
+
+
+def gpu_job(cfg, shape, variant, builds):
+    from ablate.kernel import Kernel
+    from ablate.worker import run_worker
+
+    var = builds[variant.name]
+    spec = {"base_so": str(builds["none"].lib), "variant_so": str(var.lib), "shape": shape,
+            "bench": OmegaConf.to_container(cfg.bench, resolve=True)}
+    out = run_worker(spec, cfg.bench.timeout_s)
+    out["metrics"].update(shape_metrics(var, Kernel(var.lib).info(), shape["head_dim"], shape["causal"]))
+    return out
+
+
+def run_job(cfg, shape, variant):
+    """Build, then check and time (mode=gpu) or read the binary (mode=static): the result dict."""
+    from ablate.build import BuildError, build
+    from ablate.kernel import Kernel
+    from ablate.variant import variant_from_cfg
+
+    base = variant_from_cfg({"none": None}, ROOT)
+    try:
+        builds = build([base, variant] if not variant.is_base else [base], cfg.build, cfg.kernel, ROOT)
+    except BuildError as e:
+        return result("build_failed", error=str(e))
+    params = {"nvcc": nvcc_release(str(cfg.build.nvcc)), "arch": builds["none"].arch}
+    for who, b in (("variant", builds[variant.name]), ("base", builds["none"])):
+        if not b.ok:
+            first = next((ln.strip() for ln in b.log.splitlines() if "error" in ln.lower()), "")
+            return result("build_failed", params, artifacts={"build.log": b.log},
+                          error=f"the {who} ({b.variant}) failed to build: {first} (log: {b.log_path})")
+    var = builds[variant.name]
+    artifacts = {"ptxas.log": var.log, "variant_info.json": json.dumps(Kernel(var.lib).info(), indent=1)}
+    params["build_cached"] = var.cached
+    params["mode"] = effective_mode(cfg.mode)
+    if params["mode"] == "static":
+        out = static_job(variant, builds)
+    else:
+        out = gpu_job(cfg, shape, variant, builds)
+    out["params"] = {**params, **out["params"]}
+    out["artifacts"] = {**artifacts, **out["artifacts"]}
+    return out
+
+
+def parent_run_id():
+    """The sweep's parent MLflow run when this job is part of a multirun."""
+    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+        return os.environ.get(SWEEP_RUN_ENV)
+    return None
+
+
+@hydra.main(version_base=None, config_path="../conf", config_name="config")
+def main(cfg):
+    from ablate import tracking
+
+    shape, variant = validated(cfg)
+    try:
+        out = run_job(cfg, shape, variant)
+    except Exception as e:  # recorded, never raised: the sweep goes on
+        out = result("crashed", artifacts={"traceback.txt": traceback.format_exc()},
+                     error=f"{type(e).__name__}: {e}")
+    tracking.log_job(cfg, out, parent_run_id())
+    m = out["metrics"]
+    if "slowdown" in m:
+        summary = f"slowdown {m['slowdown']:.3f} [{m['slowdown_lo']:.3f}, {m['slowdown_hi']:.3f}]"
+    elif out["status"] == "static" and not out["error"]:
+        summary = "fingerprint holds" if not variant.is_base else "the base"
+    else:
+        summary = out["error"] or ""
+    log.info("%s on %s: %s %s", variant.name, HydraConfig.get().runtime.choices.get("shape"),
+             out["status"], summary)
+    return out["status"]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""The app end to end on a CPU-only machine: `python -m ablate` falls back to static mode with
+one line that says so, records every job in MLflow (failures included) and goes on; and the
+GPU worker's parent side turns a dead or hung child into a recorded status."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+from ablate import gpu_state
+from ablate.worker import _describe_exit, run_worker
+
+ROOT = Path(__file__).resolve().parents[1]
+FALLBACK = "mode=gpu falls back to mode=static"
+
+
+@pytest.fixture(scope="session")
+def build_dir(tmp_path_factory):
+    """One build dir for every app run of the session: the base is compiled once."""
+    return tmp_path_factory.mktemp("build")
+
+
+def run_app(tmp_path, build_dir, *args):
+    """`python -m ablate ARGS` with no GPU visible, its store and Hydra dirs under tmp_path."""
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
+           "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run(
+        [sys.executable, "-m", "ablate", *args, f"build.dir={build_dir}",
+         f"hydra.run.dir={tmp_path / 'hydra'}", f"hydra.sweep.dir={tmp_path / 'multirun'}",
+         f"hydra.searchpath=[file://{ROOT / 'tests' / 'conf'}]"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    return proc, MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+
+
+def runs(client):
+    exp = client.get_experiment_by_name("flash_attention_fwd")
+    assert exp is not None, "no MLflow experiment was created"
+    return client.search_runs([exp.experiment_id])
+
+
+def test_default_run_falls_back_to_static(tmp_path, build_dir):
+    proc, client = run_app(tmp_path, build_dir, "shape=s512")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert out.count(FALLBACK) == 1, out
+    assert "Traceback" not in out
+    (run,) = runs(client)
+    assert run.data.tags["status"] == "static"
+    assert run.info.status == "FINISHED"
+    assert run.data.params["mode"] == "static" and run.data.params["pathology"] == "none"
+    assert run.data.params["shape"] == "s512" and run.data.params["nvcc"]
+    m = run.data.metrics
+    assert m["regs"] > 0 and m["threads_per_block"] > 0 and m["sass.instructions"] > 0
+    assert m["fingerprint_ok"] == 1
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"ptxas.log", "variant_info.json", "config.yaml"} <= artifacts
+    path = client.download_artifacts(run.info.run_id, "variant_info.json", str(tmp_path))
+    info = json.loads(Path(path).read_text())
+    assert info["pathologies"] == [] and {c["head_dim"] for c in info["configs"]} == {64, 128}
+
+
+def test_sweep_records_every_job_and_goes_on(tmp_path, build_dir):
+    """A variant that fails to build is recorded with its compiler's error; the jobs around
+    it still run, all under one parent run, and the fallback is said once for the sweep."""
+    proc, client = run_app(tmp_path, build_dir, "-m", "pathology=broken_build,none",
+                           "shape=s512,s512_causal")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert out.count(FALLBACK) == 1, out
+    assert "Traceback" not in out
+    all_runs = runs(client)
+    (parent,) = [r for r in all_runs if r.data.tags.get("kind") == "sweep"]
+    jobs = [r for r in all_runs if r.data.tags.get("kind") == "job"]
+    assert parent.info.status == "FINISHED"
+    assert len(jobs) == 4
+    assert all(r.data.tags["mlflow.parentRunId"] == parent.info.run_id for r in jobs)
+    by_job = {(r.data.params["pathology"], r.data.params["shape"]): r for r in jobs}
+    for shape in ("s512", "s512_causal"):
+        broken, base = by_job[("broken_build", shape)], by_job[("none", shape)]
+        assert broken.data.tags["status"] == "build_failed"
+        assert "broken_build: this test-only pathology never compiles" in broken.data.tags["error"]
+        assert base.data.tags["status"] == "static" and base.data.metrics["regs"] > 0
+
+
+def spec(tmp_path):
+    return {"base_so": str(tmp_path / "base.so"), "variant_so": str(tmp_path / "variant.so"),
+            "shape": {"batch": 1, "heads": 1, "seq": 16, "head_dim": 64, "causal": False},
+            "bench": {"tolerance": 2e-3, "seed": 0}}
+
+
+def test_worker_without_a_gpu_is_recorded_as_crashed(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    out = run_worker(spec(tmp_path), timeout_s=300)
+    assert out["status"] == "crashed"
+    assert out["error"].endswith("no CUDA device visible to the GPU worker") or \
+        "No module named 'torch'" in out["error"], out["error"]
+    assert "Traceback" in out["artifacts"]["worker.log"]  # the child's own account is kept
+
+
+def test_hung_worker_is_killed_and_recorded_as_timeout(tmp_path):
+    # No interpreter starts in a millisecond: the child is still running when the wait ends.
+    out = run_worker(spec(tmp_path), timeout_s=0.001)
+    assert out["status"] == "timeout"
+    assert "bench.timeout_s=0.001" in out["error"]
+
+
+def test_exit_descriptions():
+    assert _describe_exit(-11) == "signal SIGSEGV"
+    assert _describe_exit(-9) == "signal SIGKILL"
+    assert _describe_exit(3) == "exit code 3"
+
+
+def test_gpu_state_without_nvml_is_unavailable(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml now raises ImportError
+    state = gpu_state.read()
+    assert state["available"] is False and "nvidia-ml-py" in state["error"]
+
+
+def test_throttle_reasons_decoded():
+    assert gpu_state.decode_throttle(0) == []
+    assert gpu_state.decode_throttle(0x4 | 0x40) == ["sw_power_cap", "hw_thermal_slowdown"]
+    assert gpu_state.decode_throttle(0x1 | 0x2000) == ["gpu_idle", "unknown_0x2000"]

@@ -1,0 +1,168 @@
+"""The GPU half of the pipeline on a real GPU: the ctypes wrapper, the correctness gate, the
+timing protocol, and a sweep in which a faulting variant and a wrong one are recorded as
+such while the jobs after them complete."""
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ablate.check import check, reference  # noqa: E402
+from ablate.kernel import Kernel, KernelError  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = {"batch": 2, "heads": 3, "seq": 300, "head_dim": 64, "causal": False}
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="session")
+def build_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("gpu_build")
+
+
+@pytest.fixture(scope="session")
+def base(build_dir):
+    from hydra import compose, initialize_config_dir
+    from ablate.build import build
+    from ablate.variant import variant_from_cfg
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose("config", overrides=["pathology=none", f"build.dir={build_dir}"])
+    result = build([variant_from_cfg(cfg.pathology)], cfg.build, cfg.kernel, ROOT)["none"]
+    assert result.ok, result.log
+    return Kernel(result.lib)
+
+
+def tensors(*shape, dtype=torch.float16, device="cuda"):
+    return [torch.randn(*shape, dtype=dtype, device=device) for _ in range(4)]
+
+
+def test_wrapper_refuses_bad_tensors(base):
+    q, k, v, o = tensors(1, 2, 64, 64)
+    with pytest.raises(TypeError, match="q must be float16"):
+        base.forward(q.float(), k, v, o, False)
+    with pytest.raises(ValueError, match="k must be contiguous"):
+        base.forward(q, k.transpose(2, 3), v, o, False)
+    with pytest.raises(ValueError, match=r"v has shape \(1, 2, 32, 64\)"):
+        base.forward(q, k, v[:, :, :32].contiguous(), o, False)
+    with pytest.raises(ValueError, match="o is on cpu"):
+        base.forward(q, k, v, o.cpu(), False)
+    with pytest.raises(ValueError, match=r"must be \(B, H, S, D\)"):
+        base.forward(q[0], k[0], v[0], o[0], False)
+
+
+def test_wrapper_names_the_cuda_error(base):
+    q, k, v, o = tensors(1, 2, 64, 96)  # D=96 is not compiled in
+    with pytest.raises(KernelError, match=r"cudaErrorInvalidValue \(1\)") as err:
+        base.forward(q, k, v, o, False)
+    assert err.value.code == 1
+
+
+def test_wrapper_runs_on_the_current_stream(base):
+    q, k, v, o = tensors(2, 3, 100, 64)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        o.fill_(float("nan"))
+        base.forward(q, k, v, o, True)
+    side.synchronize()
+    ref = reference(q, k, v, True, 1 / 8)
+    assert float(torch.linalg.vector_norm(o.float() - ref) / torch.linalg.vector_norm(ref)) < 2e-3
+
+
+class Scaled:
+    """A stand-in kernel: the float32 reference times `factor`, with `unwritten` rows left alone."""
+
+    def __init__(self, factor=1.0, unwritten=0):
+        self.factor, self.unwritten = factor, unwritten
+
+    def forward(self, q, k, v, o, causal, scale):
+        out = reference(q, k, v, causal, scale) * self.factor
+        rows = q.shape[2] - self.unwritten
+        o[:, :, :rows] = out[:, :, :rows].half()
+
+
+def test_gate_passes_the_base_and_catches_wrong_outputs(base):
+    ok = check(base, SMALL, 2e-3)
+    assert ok["ok"] and ok["rel_err"] < 2e-3 and ok["nan"] == 0
+    assert check(Scaled(1.0), SMALL, 2e-3)["ok"]  # the control for the two below
+    wrong = check(Scaled(1.01), SMALL, 2e-3)
+    assert not wrong["ok"] and wrong["rel_err"] == pytest.approx(0.01, rel=0.05)
+    assert "exceeds tolerance" in wrong["error"]
+    partial = check(Scaled(1.0, unwritten=1), SMALL, 2e-3)
+    assert not partial["ok"] and partial["nan"] == 2 * 3 * 64  # one row of every head
+    assert "NaN" in partial["error"]
+
+
+def test_timing_protocol(base):
+    from ablate import timing
+
+    shape = SMALL
+    sets = timing.make_inputs(shape, 3, 0, "cuda")
+    bench = {"samples": 12, "warmup": 2, "min_sample_us": 500}
+    candidates = {"base": timing.kernel_launcher(base, sets, False),
+                  "again": timing.kernel_launcher(base, sets, False)}
+    sdpa, skipped = timing.sdpa_launchers(sets, False, ["flash"])
+    candidates.update({f"sdpa_{n}": launch for n, launch in sdpa.items()})
+    samples, launches, dropped = timing.measure(candidates, 3, bench,
+                                                optional=[f"sdpa_{n}" for n in sdpa])
+    assert set(samples) == set(candidates) - set(dropped)
+    for name, times in samples.items():
+        assert times.shape == (12,) and (times > 0).all(), name
+        # One replay (launches x per-launch time) lasts at least about min_sample_us.
+        assert launches[name] * float(times.mean()) > 0.8 * 500, (name, launches[name], times)
+    # The kernel wrote every output of every set it cycled through.
+    assert all(not torch.isnan(o).any() for _, _, _, o in sets)
+
+
+def test_sweep_with_a_faulting_and_a_wrong_variant(tmp_path, build_dir):
+    db = tmp_path / "mlflow.db"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{db}"}
+    order = ["fault", "wrong", "none", "no_swizzle"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "ablate", "-m", f"pathology={','.join(order)}", "shape=s512",
+         "mode=gpu", "bench.samples=20", "bench.warmup=3", "bench.bootstrap=1000",
+         "bench.timeout_s=240", f"build.dir={build_dir}", f"hydra.sweep.dir={tmp_path / 'multirun'}",
+         f"hydra.searchpath=[file://{ROOT / 'tests' / 'conf'}]"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{db}")
+    exp = client.get_experiment_by_name("flash_attention_fwd")
+    jobs = {r.data.params["pathology"]: r for r in client.search_runs([exp.experiment_id])
+            if r.data.tags.get("kind") == "job"}
+    assert sorted(jobs) == sorted(order)
+
+    fault = jobs["fault"]
+    assert fault.data.tags["status"] == "crashed"
+    assert "illegal memory access" in fault.data.tags["error"] or "IllegalAddress" in fault.data.tags["error"]
+
+    wrong = jobs["wrong"]
+    assert wrong.data.tags["status"] == "incorrect"
+    assert "variant failed the correctness gate" in wrong.data.tags["error"]
+    assert wrong.data.metrics["rel_err"] > 2e-3 and wrong.data.metrics["base_rel_err"] < 2e-3
+    assert "variant_us" not in wrong.data.metrics  # never timed
+
+    for name in ("none", "no_swizzle"):  # after the crash: a fresh process, a working GPU
+        run = jobs[name]
+        assert run.data.tags["status"] == "ok", run.data.tags.get("error")
+        m, p = run.data.metrics, run.data.params
+        for who in ("base", "variant", "sdpa"):
+            assert 0 < m[f"{who}_us_p10"] <= m[f"{who}_us"] <= m[f"{who}_us_p90"], who
+            assert m[f"{who}_tflops"] > 0
+        assert m["slowdown_lo"] <= m["slowdown"] <= m["slowdown_hi"]
+        assert m["significant"] in (0, 1)
+        assert m["rel_err"] < 2e-3 and m["regs"] > 0 and m["smem_bytes"] > 0 and m["variant_gbps"] > 0
+        assert p["gpu"] and p["torch"] == torch.__version__ and p["sdpa_backend"] == "flash"
+        assert "throttle_before" in p or "gpu_state_before" in p
+        path = client.download_artifacts(run.info.run_id, "samples.json", str(tmp_path / name))
+        samples = json.loads(Path(path).read_text())
+        assert {"base", "variant"} <= set(samples) and all(len(s) == 20 for s in samples.values())
+        assert all(math.isfinite(x) and x > 0 for s in samples.values() for x in s)
