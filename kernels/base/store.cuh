@@ -2,11 +2,14 @@
 #pragma once
 #include "mma.cuh"
 
-// Each warp stages and stores only its own rows, so a __syncwarp orders the two halves.
-// sO may alias the warp's Q rows: they are read for the last time before this runs.
+// Each warp stages and stores only its own rows, so __syncwarp orders the steps. sO may
+// alias the warp's Q rows: the first __syncwarp keeps one lane's writes from overtaking
+// another lane's last ldmatrix read of them (compute-sanitizer racecheck finds it when no
+// block-wide barrier happens to follow the last key tile).
 template <class T, class Layout, class Barrier>
 __device__ __forceinline__ void store_o(const float (&o)[T::kMTiles][T::kDTiles][4], half* sO,
                                         half* gO, int warp_row0, int valid_rows, int lane) {
+  __syncwarp();
 #pragma unroll
   for (int mi = 0; mi < T::kMTiles; ++mi)
 #pragma unroll
