@@ -36,8 +36,10 @@ def validate_bench(bench):
         value = bench[key]
         if isinstance(value, bool) or not isinstance(value, kinds) or value < least:
             raise ValueError(f"bench.{key} must be a number >= {least}, got {value!r}")
-    if not bench["tolerance"] < 1:
-        raise ValueError(f"bench.tolerance must be below 1, got {bench['tolerance']!r}")
+    for key in ("tolerance", "min_effect"):
+        value = bench[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            raise ValueError(f"bench.{key} must be a number in [0, 1), got {value!r}")
     unknown = [b for b in bench["sdpa_backends"] if b not in SDPA_BACKENDS]
     if unknown:
         raise ValueError(f"bench.sdpa_backends: unknown {unknown}; choose from {list(SDPA_BACKENDS)}")

@@ -81,9 +81,11 @@ def run_app(tmp_path, *args):
         (["bench.l2=hot"], "ablate: bench.l2 must be cold or warm, got 'hot'"),
         (["bench.sdpa_backends=[flash,fast]"], "ablate: bench.sdpa_backends: unknown ['fast']"),
         (["mode=fast"], "ablate: mode must be one of ['gpu', 'static'], got 'fast'"),
+        (["bench.min_effect=2"], "ablate: bench.min_effect must be a number in [0, 1), got 2"),
         (["-m", "pathology=glob(*)", "shape.head_dim=96"], "ablate: shape: head_dim=96 is not built"),
     ],
-    ids=["head_dim_96", "seq_0", "batch_negative", "l2", "sdpa_backend", "mode", "multirun_head_dim"],
+    ids=["head_dim_96", "seq_0", "batch_negative", "l2", "sdpa_backend", "mode", "min_effect",
+         "multirun_head_dim"],
 )
 def test_bad_input_stops_before_any_build(tmp_path, args, message):
     proc = run_app(tmp_path, *args)

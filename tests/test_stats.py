@@ -86,3 +86,21 @@ def test_degenerate_samples_are_a_clear_error(bad, message):
 def test_too_few_resamples_is_an_error():
     with pytest.raises(ValueError, match="resamples"):
         slowdown([1.0, 2.0], [1.0, 2.0], resamples=10)
+
+
+def test_an_offset_below_min_effect_is_not_significant():
+    # The H100 timed the base against itself at 1.000x [1.000, 1.001], "significant":
+    # a tiny systematic offset, resolved by hundreds of low-noise samples. Planted here: 0.3%.
+    rng = np.random.default_rng(7)
+    base, variant = timings(rng, 400, 100.0, noise=0.002), timings(rng, 400, 100.3, noise=0.002)
+    strict = slowdown(base, variant, resamples=2000, seed=1)
+    assert strict["significant"] == 1  # the offset is real at min_effect 0...
+    assert slowdown(base, variant, resamples=2000, seed=1, min_effect=0.01)["significant"] == 0
+    # ...while a 5% slowdown still counts, and so does a 5% speed-up.
+    assert slowdown(base, base * 1.05, resamples=2000, seed=1, min_effect=0.01)["significant"] == 1
+    assert slowdown(base, base / 1.05, resamples=2000, seed=1, min_effect=0.01)["significant"] == 1
+
+
+def test_min_effect_out_of_range_is_an_error():
+    with pytest.raises(ValueError, match="min_effect"):
+        slowdown([1.0, 2.0], [1.0, 2.0], resamples=100, min_effect=1.5)
