@@ -79,16 +79,18 @@ def experiment_id(client, name, uri):
 
 
 def git_commit(root=ROOT):
-    """HEAD's commit, with `-dirty` when the work tree has changes; "unknown" outside a checkout."""
+    """HEAD's commit, with `-dirty` when the work tree has changes. Outside a checkout (a
+    copy of the tree shipped to a GPU machine), $ABLATE_GIT_COMMIT if set, else "unknown"."""
+    shipped = os.environ.get("ABLATE_GIT_COMMIT", "unknown")
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"],
                               capture_output=True, text=True, timeout=30)
         if head.returncode != 0:
-            return "unknown"
+            return shipped
         changes = subprocess.run(["git", "-C", str(root), "status", "--porcelain"],
                                  capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        return shipped
     return head.stdout.strip() + ("-dirty" if changes.stdout.strip() else "")
 
 

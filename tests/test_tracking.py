@@ -205,8 +205,12 @@ def test_sweep_id(project_root):
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-def test_git_commit(tmp_path):
+def test_git_commit(tmp_path, monkeypatch):
+    monkeypatch.delenv("ABLATE_GIT_COMMIT", raising=False)
     assert tracking.git_commit(tmp_path) == "unknown"  # not a checkout
+    monkeypatch.setenv("ABLATE_GIT_COMMIT", "abc123")  # a tree shipped without .git
+    assert tracking.git_commit(tmp_path) == "abc123"
+    monkeypatch.delenv("ABLATE_GIT_COMMIT")
     git = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True, text=True)  # noqa: E731
     git("init", "-q")
     (tmp_path / "f.txt").write_text("a")
