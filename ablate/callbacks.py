@@ -1,5 +1,6 @@
 """Hydra callback of a multirun: build every variant of the sweep in parallel before the first
-job runs, and open (then close) the sweep's parent MLflow run.
+job runs, open (then close) the sweep's parent MLflow run, and end the GPU child its jobs
+shared (ablate/worker.py).
 
 Registered in conf/config.yaml under `hydra.callbacks`. The jobs find the parent run's id in
 the environment variable SWEEP_RUN_ENV (the basic launcher runs them in this process; a
@@ -54,7 +55,9 @@ class SweepSetup(Callback):
 
     def on_multirun_end(self, config, **kwargs):
         from ablate import tracking
+        from ablate.worker import stop_worker
 
+        stop_worker()  # the sweep's GPU child, kept across its jobs; atexit would do it later
         if self.run_id is not None:
             tracking.end_sweep(self.run_id, "FINISHED", config)
         os.environ.pop(SWEEP_RUN_ENV, None)

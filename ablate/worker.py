@@ -1,27 +1,43 @@
-"""The GPU half of a job, run in a child process.
+"""The GPU half of a job, run in a long-lived child process.
 
 A variant that faults (an illegal or misaligned address leaves the CUDA context unusable)
-or hangs must not take the sweep down with it, so the parent starts
+or hangs must not take the sweep down with it, so the GPU work runs in a child. Starting one
+per job costs python, torch, a CUDA context and cuDNN (~5-7 s) every time, so one child
+serves the jobs of a sweep in turn:
 
-    python -m ablate.worker SPEC.json RESULT.json
+    python -m ablate.worker --serve [MODULE:FUNCTION]
 
-waits up to `bench.timeout_s`, and turns what happened into the job's result dict:
-`timeout` (killed), `crashed` (died, or reported a CUDA error), `incorrect` (base or variant
-failed the correctness gate; not timed) or `ok` with the timing statistics.
+reads one JSON spec per line on stdin and answers one JSON result per line on a private copy
+of its stdout (everything else it prints goes to stderr, a file the parent slices per job
+into the job's `worker.log`). The parent waits up to `bench.timeout_s` for the answer and
+turns what happened into the job's result dict: `timeout` (the child's group is killed),
+`crashed` (it died, or reported an error: it then exits, since the context may be poisoned),
+`incorrect` (base or variant failed the correctness gate; not timed) or `ok` with the timing
+statistics. After `timeout` or `crashed` the next job starts a fresh child; after `ok` or
+`incorrect` the same child serves it (its pid is the param `worker_pid`). The child ends at
+the end of the sweep (`stop_worker`, and atexit), on EOF on stdin, or with the parent.
 
 The spec: {"base_so": path, "variant_so": path, "shape": {batch, heads, seq, head_dim,
 causal}, "bench": {the bench config}}.
 """
+import atexit
+import contextlib
+import ctypes
+import functools
+import importlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def result(status, params=None, metrics=None, artifacts=None, error=None):
@@ -40,35 +56,97 @@ def _describe_exit(code):
     return f"exit code {code}"
 
 
-def run_worker(spec, timeout_s):
-    """Run the GPU half of a job in a child process and return its result dict."""
-    with tempfile.TemporaryDirectory(prefix="ablate-worker-") as tmp:
-        spec_path, result_path, log_path = (Path(tmp) / n for n in ("spec.json", "result.json", "worker.log"))
-        spec_path.write_text(json.dumps(spec))
-        with open(log_path, "w") as log:
-            # Own session: on timeout the whole group is killed, whatever it started.
-            proc = subprocess.Popen([sys.executable, "-m", "ablate.worker", str(spec_path), str(result_path)],
-                                    cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            try:
-                code = proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                code = None
-            finally:
-                if proc.poll() is None:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-        output = log_path.read_text(errors="replace")
-        artifacts = {"worker.log": output}
-        if code is None:
-            return result("timeout", artifacts=artifacts,
+def _read_line(fd, deadline):
+    """One line from fd by the deadline: the bytes, b"" at EOF (the child died), None on timeout."""
+    data = b""
+    while not data.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return b""
+        data += chunk
+    return data
+
+
+class Worker:
+    """The parent's handle on one child at a time; `handler` (MODULE:FUNCTION) replaces the
+    GPU job in tests."""
+
+    def __init__(self, handler=None):
+        self.command = [sys.executable, "-m", "ablate.worker", "--serve", *([handler] if handler else [])]
+        self.proc = self.log = None
+
+    def _start(self):
+        # One anonymous file takes all the child's output; each job reads its own slice.
+        self.log = tempfile.TemporaryFile()
+        # Own session: on timeout the whole group is killed, whatever it started.
+        self.proc = subprocess.Popen(self.command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.log, start_new_session=True)
+
+    def stop(self, grace=0.0):
+        """End the child: EOF on its stdin, `grace` seconds to exit, then its group is killed.
+        Its exit code (None when there was none)."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return None
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        proc.stdout.close()
+        return proc.returncode
+
+    def run(self, spec, timeout_s):
+        """The job's result dict. A timeout or a crash ends the child; the next job starts a fresh one."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.stop()
+            self._start()
+        proc, start = self.proc, os.fstat(self.log.fileno()).st_size
+        try:
+            proc.stdin.write(json.dumps(spec).encode() + b"\n")
+            proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # it died while idle: the read below sees EOF and says how
+        line = _read_line(proc.stdout.fileno(), time.monotonic() + timeout_s)
+        out = json.loads(line) if line else None
+        if out is None or out["status"] == "crashed":
+            code = self.stop(grace=0 if line is None else 10)  # a crashed child exits by itself
+        log = self.log
+        output = os.pread(log.fileno(), os.fstat(log.fileno()).st_size - start, start).decode(errors="replace")
+        params, artifacts = {"worker_pid": proc.pid}, {"worker.log": output}
+        if line is None:
+            return result("timeout", params, artifacts=artifacts,
                           error=f"GPU worker killed after bench.timeout_s={timeout_s} s")
-        if result_path.is_file():
-            out = json.loads(result_path.read_text())
-            out["artifacts"] = {**out["artifacts"], **artifacts}
-            return out
-        tail = "\n".join(output.strip().splitlines()[-5:])
-        return result("crashed", artifacts=artifacts,
-                      error=f"GPU worker died ({_describe_exit(code)}) without a result; last output:\n{tail}")
+        if out is None:
+            tail = "\n".join(output.strip().splitlines()[-5:])
+            return result("crashed", params, artifacts=artifacts,
+                          error=f"GPU worker died ({_describe_exit(code)}) without a result; last output:\n{tail}")
+        out["params"] = {**out["params"], **params}
+        out["artifacts"] = {**out["artifacts"], **artifacts}
+        return out
+
+
+_worker = None  # the child of this process's jobs (Hydra's basic launcher runs a sweep in one process)
+
+
+def run_worker(spec, timeout_s):
+    """Run the GPU half of a job in this process's child, started on first use."""
+    global _worker
+    if _worker is None:
+        _worker = Worker()
+        atexit.register(stop_worker)
+    return _worker.run(spec, timeout_s)
+
+
+def stop_worker():
+    """End the child (at the end of a sweep, and at exit): an idle child exits on EOF at once."""
+    if _worker is not None:
+        _worker.stop(grace=10)
 
 
 # ---- the child side ---------------------------------------------------------------------
@@ -93,6 +171,15 @@ def _state_record(when, state):
     return metrics, params
 
 
+@functools.cache
+def _kernel(path):
+    """One handle per library for the child's life: every job loads the base again, and a
+    library's name is the hash of what went into it."""
+    from ablate.kernel import Kernel
+
+    return Kernel(path)
+
+
 def gpu_job(spec):
     """Check base and variant, then time base, variant and SDPA side by side."""
     import numpy as np
@@ -100,7 +187,6 @@ def gpu_job(spec):
 
     from ablate import gpu_state, timing
     from ablate.check import check
-    from ablate.kernel import Kernel
     from ablate.shapes import bytes_moved
     from ablate.stats import slowdown
 
@@ -111,7 +197,7 @@ def gpu_job(spec):
     props = torch.cuda.get_device_properties(device)
     uuid = str(getattr(props, "uuid", "") or "") or None
     before = gpu_state.read(uuid, device.index)
-    base, variant = Kernel(spec["base_so"]), Kernel(spec["variant_so"])
+    base, variant = _kernel(spec["base_so"]), _kernel(spec["variant_so"])
     params = {"gpu": props.name, "torch": torch.__version__, "cuda": torch.version.cuda,
               "driver": before.get("driver", "unavailable")}
     artifacts = {}
@@ -145,7 +231,8 @@ def gpu_job(spec):
         ref = _stat_metrics("sdpa", samples[f"sdpa_{ran[0]}"], shape)
         metrics.update(ref)
         params["sdpa_backend"] = ran[0]
-    metrics.update(slowdown(samples["base"], samples["variant"], bench["bootstrap"], bench["seed"]))
+    metrics.update(slowdown(samples["base"], samples["variant"], bench["bootstrap"], bench["seed"],
+                            bench["min_effect"]))
     for who in ("base", "variant"):
         metrics[f"{who}_gbps"] = bytes_moved(shape) / metrics[f"{who}_us"] / 1e3
     for when, state in (("before", before), ("after", after)):
@@ -159,20 +246,54 @@ def gpu_job(spec):
     return result("ok", params, metrics, artifacts)
 
 
-def main(argv):
-    spec_path, result_path = argv
-    spec = json.loads(Path(spec_path).read_text())
+def checked_gpu_job(spec):
+    """gpu_job, then one synchronize: an error a kernel left pending (and any sticky error a
+    caught exception hid) is raised in this job, which is then crashed, never in the next."""
+    import torch
+
+    out = gpu_job(spec)
+    torch.cuda.synchronize()
+    return out
+
+
+def _answer(handler, spec):
     try:
-        out = gpu_job(spec)
-    except Exception as e:  # a CUDA error, or anything else: the parent records it as crashed
+        return handler(spec)
+    except Exception as e:  # a CUDA error, or anything else: crashed, and this child ends
         traceback.print_exc()
         text = str(e).strip()
-        out = result("crashed", error=f"{type(e).__name__}: {text.splitlines()[0] if text else ''}".strip())
-    # Written whole, then renamed: a child killed mid-write leaves no half result.
-    tmp = Path(result_path).with_suffix(".part")
-    tmp.write_text(json.dumps(out))
-    tmp.replace(result_path)
-    return 0 if out["status"] != "crashed" else 1
+        return result("crashed", error=f"{type(e).__name__}: {text.splitlines()[0] if text else ''}".strip())
+
+
+def serve(handler):
+    """Answer one JSON spec per line of stdin with one JSON result per line, until EOF or a
+    crash. Answers go to a private copy of stdout; fd 1 then points at stderr, so nothing
+    else (a print, torch, the CUDA runtime) can write into the protocol."""
+    answers = os.fdopen(os.dup(1), "w")  # not inheritable: grandchildren cannot write to it
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    # Killed with the parent even mid-job (an idle child sees EOF anyway). Linux ties this
+    # to the thread that started the child: Hydra's basic launcher runs jobs on the main one.
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    for line in sys.stdin:
+        out = _answer(handler, json.loads(line))
+        sys.stderr.flush()  # the job's log is whole before the parent reads it
+        answers.write(json.dumps(out) + "\n")
+        answers.flush()
+        if out["status"] == "crashed":
+            return 1  # the CUDA context may be poisoned: serve nothing more
+    return 0
+
+
+def main(argv):
+    if not argv or argv[0] != "--serve" or len(argv) > 2:
+        sys.exit("usage: python -m ablate.worker --serve [MODULE:FUNCTION]")
+    handler = checked_gpu_job
+    if len(argv) == 2:
+        module, _, name = argv[1].partition(":")
+        handler = getattr(importlib.import_module(module), name)
+    return serve(handler)
 
 
 if __name__ == "__main__":

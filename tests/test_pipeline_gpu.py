@@ -1,6 +1,6 @@
 """The GPU half of the pipeline on a real GPU: the ctypes wrapper, the correctness gate, the
 timing protocol, and a sweep in which a faulting variant and a wrong one are recorded as
-such while the jobs after them complete."""
+such while the jobs after them complete, in one fresh GPU child after the fault."""
 import json
 import math
 import os
@@ -149,6 +149,11 @@ def test_sweep_with_a_faulting_and_a_wrong_variant(tmp_path, build_dir):
     assert "variant failed the correctness gate" in wrong.data.tags["error"]
     assert wrong.data.metrics["rel_err"] > 2e-3 and wrong.data.metrics["base_rel_err"] < 2e-3
     assert "variant_us" not in wrong.data.metrics  # never timed
+
+    # One child per sweep: the crash ended the first, and the next took every job after it
+    # (incorrect and ok keep it).
+    pids = {name: int(run.data.params["worker_pid"]) for name, run in jobs.items()}
+    assert pids["wrong"] == pids["none"] == pids["no_swizzle"] != pids["fault"]
 
     for name in ("none", "no_swizzle"):  # after the crash: a fresh process, a working GPU
         run = jobs[name]
