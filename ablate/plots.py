@@ -39,7 +39,7 @@ def slowdown_bars(ranked, shape, path):
 
 def slowdown_heatmap(ranked, shapes, path):
     """Pathology x shape grid of slowdowns; colour is log2 of the ratio (white = no effect),
-    `ns` marks the cells whose interval includes 1."""
+    `ns` marks the cells that are not significant (interval within 1 +- bench.min_effect)."""
     values = ranked.pivot(index="pathology", columns="shape", values="slowdown")[shapes]
     sig = ranked.pivot(index="pathology", columns="shape", values="significant")[shapes]
     order = np.log(values).mean(axis=1).sort_values(ascending=False).index
@@ -52,7 +52,7 @@ def slowdown_heatmap(ranked, shapes, path):
                 cbar_kws={"label": "log2 slowdown"}, linewidths=0.5, ax=ax)
     ax.set_xlabel("shape")
     ax.set_ylabel("")
-    ax.set_title("Slowdown against the base\n(ns: the 95% interval includes 1)")
+    ax.set_title("Slowdown against the base\n(ns: not significant, the 95% interval lies within 1 ± bench.min_effect)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
