@@ -279,3 +279,15 @@ def test_missing_nvcc_or_a_bad_flag_stops_the_build(tmp_path):
         build([p.base], OmegaConf.merge(p.build_cfg, {"flags": ["-O3\nrm -rf x"]}),
               p.kernel_cfg, p.root)
     assert not (tmp_path / "runs/build/build.ninja").exists()
+
+
+def test_the_base_builds_for_every_ampere_and_ada_target_too(tmp_path):
+    # Issue 2: one source for sm_80, sm_86, sm_89 and sm_90 (mma.sync only, shared memory
+    # under sm_86/89's 99 KB per-block limit). sm_90 is built by the `built` fixture.
+    cfg = OmegaConf.load(ROOT / "conf" / "config.yaml")
+    base = variant_from_cfg(OmegaConf.load(ROOT / "conf" / "pathology" / "none.yaml"), ROOT)
+    for arch in ("sm_80", "sm_86", "sm_89"):
+        build_cfg = OmegaConf.merge(cfg.build, {"dir": str(tmp_path / arch), "arch": arch})
+        result = build([base], build_cfg, cfg.kernel, ROOT)[base.name]
+        assert result.status == "built", f"{arch}:\n{result.log}"
+        assert f"'sm_{arch[3:]}'" in result.log  # ptxas compiled for that target
