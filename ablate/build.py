@@ -135,7 +135,8 @@ def compile_command(variant: Variant, build_cfg, kernel_cfg, arch: str) -> list[
     for header in variant.headers:
         command += ["-include", header]
     command += [f"-D{name}={value}" for name, value in variant.macros.items()]
-    command += [f"-DABLATE_PATHOLOGIES={','.join(variant.pathologies)}", str(kernel_cfg.source)]
+    # "+", not ",": nvcc splits -D values at commas (a,b would define a stray macro b).
+    command += [f"-DABLATE_PATHOLOGIES={'+'.join(variant.pathologies)}", str(kernel_cfg.source)]
     for arg in command:
         if not arg or "\n" in arg or "\r" in arg:
             raise BuildError(f"bad nvcc argument {arg!r} (from build.flags, kernel or variant)")

@@ -248,7 +248,7 @@ def test_the_compile_command(tmp_path):
     assert command[0] == "nvcc" and command[-1] == "kernels/base/attention.cu"
     assert command[command.index("-gencode") + 1] == "arch=compute_90a,code=sm_90a"
     assert command[command.index("-include") + 1] == "patches/p.cuh"
-    assert {"-DABLATE_P=1", "-DABLATE_Q=x_1", "-DABLATE_PATHOLOGIES=p,q", "-Ikernels",
+    assert {"-DABLATE_P=1", "-DABLATE_Q=x_1", "-DABLATE_PATHOLOGIES=p+q", "-Ikernels",
             "-shared", "-fPIC", "-std=c++17"} <= set(command)
     assert "-v" == command[command.index("-Xptxas") + 1]
     base = compile_command(p.base, p.build_cfg, p.kernel_cfg, "sm_80")
@@ -295,3 +295,18 @@ def test_the_base_builds_for_every_ampere_and_ada_target_too(tmp_path):
         # Dynamic shared memory is checked only at launch: hold it to sm_86/89's limit here.
         for config in Kernel(result.lib).info()["configs"]:
             assert config["smem_bytes"] <= 99 * 1024, config
+
+
+def test_a_combined_variant_carries_both_pathologies(tmp_path):
+    # nvcc splits -D values at commas: -DABLATE_PATHOLOGIES=a,b would name only a (and
+    # define a stray macro b). The names travel joined by "+".
+    cfg = OmegaConf.load(ROOT / "conf" / "config.yaml")
+    both = OmegaConf.merge(*(OmegaConf.load(ROOT / "conf" / "pathology" / f"{n}.yaml")
+                             for n in ("no_swizzle", "fp32_accum")))
+    variant = variant_from_cfg(both, ROOT)
+    build_cfg = OmegaConf.merge(cfg.build, {"dir": str(tmp_path), "arch": "sm_90"})
+    result = build([variant], build_cfg, cfg.kernel, ROOT)[variant.name]
+    assert result.status == "built", result.log
+    info = Kernel(result.lib).info()
+    assert info["pathologies"] == ["fp32_accum", "no_swizzle"]
+    assert info["seams"]["smem_layout"] == "RowMajorLayout" and info["seams"]["score_acc"] == "ScoreF32"
