@@ -126,15 +126,16 @@ def static_job(variant, builds):
     return result("static", metrics=metrics, error="; ".join(problems) or None)
 
 
-def gpu_job(cfg, shape, variant, builds):
-    from ablate.kernel import Kernel
+def gpu_job(cfg, shape, variant, builds, info):
     from ablate.worker import run_worker
 
     var = builds[variant.name]
+    # Read off the build before timing, so nothing after the worker can lose its result.
+    resources = shape_metrics(var, info, shape["head_dim"], shape["causal"])
     spec = {"base_so": str(builds["none"].lib), "variant_so": str(var.lib), "shape": shape,
             "bench": OmegaConf.to_container(cfg.bench, resolve=True)}
     out = run_worker(spec, cfg.bench.timeout_s)
-    out["metrics"].update(shape_metrics(var, Kernel(var.lib).info(), shape["head_dim"], shape["causal"]))
+    out["metrics"].update(resources)
     return out
 
 
@@ -156,13 +157,14 @@ def run_job(cfg, shape, variant):
             return result("build_failed", params, artifacts={"build.log": b.log},
                           error=f"the {who} ({b.variant}) failed to build: {first} (log: {b.log_path})")
     var = builds[variant.name]
-    artifacts = {"ptxas.log": var.log, "variant_info.json": json.dumps(Kernel(var.lib).info(), indent=1)}
+    info = Kernel(var.lib).info()
+    artifacts = {"ptxas.log": var.log, "variant_info.json": json.dumps(info, indent=1)}
     params["build_cached"] = var.cached
     params["mode"] = effective_mode(cfg.mode)
     if params["mode"] == "static":
         out = static_job(variant, builds)
     else:
-        out = gpu_job(cfg, shape, variant, builds)
+        out = gpu_job(cfg, shape, variant, builds, info)
     out["params"] = {**params, **out["params"]}
     out["artifacts"] = {**artifacts, **out["artifacts"]}
     return out
