@@ -9,7 +9,7 @@ from matplotlib.patches import Patch  # noqa: E402
 import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-PALETTE = {"yes": "tab:red", "no": "tab:gray"}
+PALETTE = {"yes": "tab:red", "no": "tab:gray", "n/a": "lightgray"}  # n/a: not logged
 
 
 def slowdown_bars(ranked, shape, path):
@@ -45,7 +45,7 @@ def slowdown_heatmap(ranked, shapes, path):
     order = np.log(values).mean(axis=1).sort_values(ascending=False).index
     values, sig = values.loc[order], sig.loc[order]
     labels = values.map(lambda v: "" if np.isnan(v) else f"{v:.2f}")
-    labels = labels.where(sig != "no", labels + " ns")
+    labels = labels.where(sig != "no", labels + " ns").where(sig != "n/a", labels + " ?")
     sns.set_theme(style="white")
     fig, ax = plt.subplots(figsize=(max(5.5, 2.5 + 1.3 * len(shapes)), 1.5 + 0.45 * len(values)))
     sns.heatmap(np.log2(values), annot=labels, fmt="", center=0, cmap="RdBu_r",

@@ -172,9 +172,9 @@ def ranking(jobs):
     missing = timed[~complete].assign(status="ok", error="logged without its timing metrics")
     unranked = pd.concat([unranked, missing], ignore_index=True)
     ranked = timed[complete].copy()
-    # The logged flag, or the interval itself when it was not logged.
-    excludes_one = (ranked["slowdown_lo"] > 1) | (ranked["slowdown_hi"] < 1)
-    ranked["significant"] = np.where(ranked["significant"].fillna(excludes_one.astype(int)) > 0, "yes", "no")
+    # The worker decides significance (with bench.min_effect); a run without the flag says so.
+    flag = ranked["significant"]
+    ranked["significant"] = np.select([flag.isna(), flag > 0], ["n/a", "yes"], "no")
     shapes = list(dict.fromkeys(ranked["shape"]))
     ranked["shape_order"] = ranked["shape"].map(shapes.index)
     ranked = ranked.sort_values(["shape_order", "slowdown"], ascending=[True, False])

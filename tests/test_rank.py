@@ -184,3 +184,19 @@ def test_make_rank(store, project_root):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
     assert "rank: unknown sweep 'nope'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_significance_is_the_workers_verdict_not_the_bare_interval():
+    # 1.004x [1.003, 1.005] excludes 1 but lies within bench.min_effect: the worker logged 0,
+    # and rank must not overrule it; a run logged without the flag reads n/a.
+    import pandas as pd
+    from ablate.rank import ranking
+
+    row = {"status": "ok", "shape": "s512", "base_us": 10.0, "variant_us": 10.04,
+           "slowdown": 1.004, "slowdown_lo": 1.003, "slowdown_hi": 1.005}
+    jobs = pd.DataFrame([{**row, "pathology": "tiny_offset", "significant": 0.0},
+                         {**row, "pathology": "no_flag", "significant": float("nan")}])
+    ranked, unranked = ranking(jobs)
+    verdict = dict(zip(ranked["pathology"], ranked["significant"]))
+    assert verdict == {"tiny_offset": "no", "no_flag": "n/a"}
+    assert unranked.empty
