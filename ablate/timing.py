@@ -32,7 +32,7 @@ def validate_bench(bench):
         raise ValueError(f"bench.l2 must be cold or warm, got {bench['l2']!r}")
     for key, least, kinds in (("samples", 2, int), ("warmup", 0, int), ("bootstrap", 100, int),
                               ("seed", 0, int), ("min_sample_us", 1, (int, float)),
-                              ("timeout_s", 1, (int, float)), ("tolerance", 0, (int, float))):
+                              ("timeout_s", 1, (int, float))):
         value = bench[key]
         if isinstance(value, bool) or not isinstance(value, kinds) or value < least:
             raise ValueError(f"bench.{key} must be a number >= {least}, got {value!r}")

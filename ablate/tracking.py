@@ -43,7 +43,8 @@ def tracking_uri(cfg=None):
         uri = uri or DEFAULT_URI
         path = sqlite_path(uri)
         if path is not None and not path.is_absolute():
-            uri = "sqlite:///" + str(ROOT / path)
+            query = uri.partition("?")[2]  # e.g. ?timeout=30 stays
+            uri = "sqlite:///" + str(ROOT / path) + (f"?{query}" if query else "")
     path = sqlite_path(uri)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -220,3 +220,10 @@ def test_git_commit(tmp_path, monkeypatch):
     assert tracking.git_commit(tmp_path) == head
     (tmp_path / "f.txt").write_text("b")
     assert tracking.git_commit(tmp_path) == head + "-dirty"
+
+
+def test_a_relative_sqlite_uri_keeps_its_query(monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    cfg = OmegaConf.create({"mlflow": {"tracking_uri": "sqlite:///runs/mlflow.db?timeout=30"}})
+    uri = tracking.tracking_uri(cfg)
+    assert uri == "sqlite:///" + str(tracking.ROOT / "runs" / "mlflow.db") + "?timeout=30"
