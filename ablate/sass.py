@@ -15,14 +15,17 @@ from pathlib import Path
 from ablate.ptxas import demangle
 
 # Instruction classes counted, each reported as `sass.<class>`: those of docs/design.md
-# ("Fingerprints"), plus ldg_8/stg_8, lop3 (LOP3: logic such as the swizzle's XOR) and
+# ("Fingerprints"), plus ldg_8/stg_8, lop3 (LOP3: logic such as the swizzle's XOR), shfl
+# (warp shuffles), atoms (shared-memory atomics), atom (global atomics and reductions:
+# ATOM, ATOMG, RED), fp64 (DADD, DMUL, DFMA), mufu_rsq (reciprocal square root) and
 # instructions (every instruction but NOP).
 WIDTHS = (8, 16, 32, 64, 128)
 CLASSES = (
     ("hmma_f16", "hmma_f32", "ldsm", "ldgsts")
     + tuple(f"ldg_{w}" for w in WIDTHS)
     + tuple(f"stg_{w}" for w in WIDTHS)
-    + ("lds", "sts", "bar", "ldl", "stl", "mufu_ex2", "bra", "lop3", "instructions")
+    + ("lds", "sts", "bar", "ldl", "stl", "mufu_ex2", "mufu_rsq", "bra", "lop3", "shfl", "atoms",
+       "atom", "fp64", "instructions")
 )
 
 _FUNCTION = re.compile(r"^\s*Function : (\S+)")
@@ -128,9 +131,11 @@ def classify(instruction: str) -> str | None:
     if op in ("LDG", "STG"):
         return f"{op.lower()}_{_width(mods)}"
     if op == "MUFU":
-        return "mufu_ex2" if "EX2" in mods else None
+        return {"EX2": "mufu_ex2", "RSQ": "mufu_rsq"}.get(mods[0] if mods else None)
     return {"LDSM": "ldsm", "LDGSTS": "ldgsts", "LDS": "lds", "STS": "sts", "BAR": "bar",
-            "LDL": "ldl", "STL": "stl", "BRA": "bra", "LOP3": "lop3"}.get(op)
+            "LDL": "ldl", "STL": "stl", "BRA": "bra", "LOP3": "lop3", "SHFL": "shfl",
+            "ATOMS": "atoms", "ATOM": "atom", "ATOMG": "atom", "RED": "atom", "DADD": "fp64",
+            "DMUL": "fp64", "DFMA": "fp64"}.get(op)
 
 
 def _mnemonic(instruction: str) -> str:
