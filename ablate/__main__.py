@@ -1,19 +1,23 @@
-"""The Hydra app: one job = one variant, built, checked and timed against the base on one
-shape, and logged to MLflow.
+"""The Hydra app: one job = one variant of one kernel, built, checked and timed against the
+base on one shape, and logged to MLflow in the kernel's experiment.
 
-    python -m ablate                                       # the base on s512
+    python -m ablate                                       # the default kernel's base, default shape
     python -m ablate -m 'pathology=glob(*)' shape=s512     # every pathology, one job each
     python -m ablate -m 'pathology=glob(*)' mode=static    # no GPU: the binaries only
+    python -m ablate -m kernel=rmsnorm 'pathology=glob(*)' 'shape=glob(*)'   # another kernel
 
-A job that fails (build_failed, crashed, timeout, incorrect) is recorded and the sweep goes
-on; bad input (a shape, bench or pathology config that cannot work) stops before anything is
-built, with a message naming the problem.
+The kernel (`kernel=NAME`, a plugin: ablate/plugins.py) is read off the command line before
+Hydra starts, so that Hydra sees its pathologies and shapes and no other kernel's. A job that
+fails (build_failed, crashed, timeout, incorrect) is recorded and the sweep goes on; bad
+input (an unknown kernel, a shape, bench or pathology config that cannot work) stops before
+anything is built, with a message naming the problem.
 """
 import functools
 import json
 import logging
 import os
 import re
+import sys
 import traceback
 from pathlib import Path
 
@@ -32,18 +36,35 @@ MODES = ("gpu", "static")
 _said_no_gpu = False  # the fallback is said once per process, not once per job
 
 
-def validated(cfg):
-    """(shape dict, Variant) of the job; SystemExit naming the problem when the config is bad."""
-    from ablate.shapes import validate_shape
-    from ablate.timing import validate_bench
+def checked(cfg):
+    """(plugin, shape dict, Variant, peer names) of a config; ValueError naming the problem."""
+    from ablate import plugins
+    from ablate.timing import peer_names, validate_bench
     from ablate.variant import variant_from_cfg
 
+    if cfg.mode not in MODES:
+        raise ValueError(f"mode must be one of {list(MODES)}, got {cfg.mode!r}")
+    plugin = plugins.of(cfg)
+    shape = shape_of(plugin, cfg.shape)
+    validate_bench(cfg.bench)
+    peers = peer_names(cfg.bench, plugin.spec, plugin.name)
+    return plugin, shape, variant_from_cfg(cfg.pathology, plugin.dir), peers
+
+
+def shape_of(plugin, shape_cfg):
+    """The shape as the kernel's spec validates it; ValueError with the spec's message."""
+    from omegaconf import OmegaConf
+
     try:
-        if cfg.mode not in MODES:
-            raise ValueError(f"mode must be one of {list(MODES)}, got {cfg.mode!r}")
-        shape = validate_shape(cfg.shape, cfg.kernel.head_dims)
-        validate_bench(cfg.bench)
-        variant = variant_from_cfg(cfg.pathology, ROOT)
+        return plugin.spec.validate_shape(OmegaConf.to_container(shape_cfg, resolve=True))
+    except ValueError as e:
+        raise ValueError(f"shape: {e}") from None
+
+
+def validated(cfg):
+    """`checked`, or SystemExit naming the problem when the config is bad."""
+    try:
+        return checked(cfg)
     except ValueError as e:
         # A swept value (shape.seq=0,512) gets here only after the callback's checks and
         # builds: the sweep stops, and its parent run says it failed.
@@ -51,7 +72,6 @@ def validated(cfg):
             from ablate import tracking
             tracking.end_sweep(parent_run_id(), "FAILED", cfg)
         raise SystemExit(f"ablate: {e}") from None
-    return shape, variant
 
 
 def gpu_available():
@@ -86,20 +106,20 @@ def nvcc_release(nvcc):
     return m.group(2) if m else text.strip().splitlines()[-1]
 
 
-def shape_metrics(build_result, info, head_dim, causal):
+def shape_metrics(build_result, info, spec, shape):
     """regs, smem_bytes (static + dynamic) and spill_bytes of the kernel instance the shape
-    runs: the one whose template arguments name its head dim and causal flag."""
-    from ablate.static import head_dim_of
+    runs, as the kernel's spec picks it out (static.launched)."""
+    from ablate.static import config_of, launched
 
-    configs = {int(c["head_dim"]): c for c in info["configs"]}
-    flag = "true" if causal else "false"
-    kernels = [k for name, k in build_result.ptxas["kernels"].items()
-               if head_dim_of(name, configs) == head_dim
-               and re.findall(r"\b(?:true|false)\b", name.split("(", 1)[0]) == [flag]]
-    if len(kernels) != 1 or head_dim not in configs:
+    configs = info["configs"]
+    names = [name for name in build_result.ptxas["kernels"] if launched(spec, name, shape, configs)]
+    if len(names) != 1:
         return {}  # names that do not say: better no number than another instance's
-    k = kernels[0]
-    return {"regs": k["registers"], "smem_bytes": k["smem_bytes"] + int(configs[head_dim]["smem_bytes"]),
+    k = build_result.ptxas["kernels"][names[0]]
+    config = next((c for c in configs if str(c["name"]) == config_of(spec, names[0], configs)), None)
+    if config is None:
+        return {}
+    return {"regs": k["registers"], "smem_bytes": k["smem_bytes"] + int(config["smem_bytes"]),
             "spill_bytes": k["spill_store_bytes"] + k["spill_load_bytes"]}
 
 
@@ -112,45 +132,46 @@ def read_sass(lib):
     return sass.read(lib)
 
 
-def static_job(variant, builds):
+def static_job(plugin, variant, builds):
     """Static metrics of the variant and its fingerprint checked against the base."""
     from ablate import fingerprint
     from ablate.static import static_metrics
 
     var, base = builds[variant.name], builds["none"]
     var_sass, base_sass = read_sass(var.lib), read_sass(base.lib)
-    metrics = static_metrics(var, sass_report=var_sass)
-    base_metrics = static_metrics(base, sass_report=base_sass)
+    metrics = static_metrics(var, plugin.spec, sass_report=var_sass)
+    base_metrics = static_metrics(base, plugin.spec, sass_report=base_sass)
     problems = fingerprint.check(variant, metrics, base_metrics, var_sass["text"], base_sass["text"])
     metrics["fingerprint_ok"] = int(not problems)
     return result("static", metrics=metrics, error="; ".join(problems) or None)
 
 
-def gpu_job(cfg, shape, variant, builds, info):
+def gpu_job(cfg, plugin, shape, variant, peers, builds, info):
     from ablate.worker import run_worker
 
     var = builds[variant.name]
     # Read off the build before timing, so nothing after the worker can lose its result.
-    resources = shape_metrics(var, info, shape["head_dim"], shape["causal"])
-    spec = {"base_so": str(builds["none"].lib), "variant_so": str(var.lib), "shape": shape,
-            "bench": OmegaConf.to_container(cfg.bench, resolve=True)}
+    resources = shape_metrics(var, info, plugin.spec, shape)
+    spec = {"kernel_dir": str(plugin.dir), "base_so": str(builds["none"].lib), "variant_so": str(var.lib),
+            "shape": shape, "peers": peers, "bench": OmegaConf.to_container(cfg.bench, resolve=True)}
     out = run_worker(spec, cfg.bench.timeout_s)
     out["metrics"].update(resources)
     return out
 
 
-def run_job(cfg, shape, variant):
+def run_job(cfg, plugin, shape, variant, peers):
     """Build, then check and time (mode=gpu) or read the binary (mode=static): the result dict."""
     from ablate.build import BuildError, build
     from ablate.kernel import Kernel
     from ablate.variant import variant_from_cfg
 
-    base = variant_from_cfg({"none": None}, ROOT)
+    base = variant_from_cfg({"none": None}, plugin.dir)
     try:
-        builds = build([base, variant] if not variant.is_base else [base], cfg.build, cfg.kernel, ROOT)
+        builds = build([base, variant] if not variant.is_base else [base], cfg.build, plugin, ROOT)
     except BuildError as e:
         return result("build_failed", error=str(e))
-    params = {"nvcc": nvcc_release(str(cfg.build.nvcc)), "arch": builds["none"].arch}
+    params = {"kernel": plugin.name, "shape_label": plugin.label(shape),
+              "nvcc": nvcc_release(str(cfg.build.nvcc)), "arch": builds["none"].arch}
     for who, b in (("variant", builds[variant.name]), ("base", builds["none"])):
         if not b.ok:
             first = next((ln.strip() for ln in b.log.splitlines() if "error" in ln.lower()), "")
@@ -162,9 +183,9 @@ def run_job(cfg, shape, variant):
     params["build_cached"] = var.cached
     params["mode"] = effective_mode(cfg.mode)
     if params["mode"] == "static":
-        out = static_job(variant, builds)
+        out = static_job(plugin, variant, builds)
     else:
-        out = gpu_job(cfg, shape, variant, builds, info)
+        out = gpu_job(cfg, plugin, shape, variant, peers, builds, info)
     out["params"] = {**params, **out["params"]}
     out["artifacts"] = {**artifacts, **out["artifacts"]}
     return out
@@ -181,9 +202,9 @@ def parent_run_id():
 def main(cfg):
     from ablate import tracking
 
-    shape, variant = validated(cfg)
+    plugin, shape, variant, peers = validated(cfg)
     try:
-        out = run_job(cfg, shape, variant)
+        out = run_job(cfg, plugin, shape, variant, peers)
     except Exception as e:  # recorded, never raised: the sweep goes on
         out = result("crashed", artifacts={"traceback.txt": traceback.format_exc()},
                      error=f"{type(e).__name__}: {e}")
@@ -200,5 +221,16 @@ def main(cfg):
     return out["status"]
 
 
-if __name__ == "__main__":
+def cli(argv=None):
+    """`python -m ablate`: the kernel of the command line shown to Hydra, then the app."""
+    from ablate import plugins
+
+    try:
+        plugins.choose(sys.argv[1:] if argv is None else argv)
+    except plugins.PluginError as e:
+        sys.exit(f"ablate: {e}")
     main()
+
+
+if __name__ == "__main__":
+    cli()

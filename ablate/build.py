@@ -47,26 +47,28 @@ class BuildResult:
         return self.status == "built"
 
 
-def build(variants: list[Variant], build_cfg, kernel_cfg, root) -> dict[str, BuildResult]:
+def build(variants: list[Variant], build_cfg, kernel, root) -> dict[str, BuildResult]:
     """Build `variants` in one ninja run; return {variant name: BuildResult}.
 
-    `build_cfg` is `cfg.build` (dir, arch, nvcc, flags, jobs), `kernel_cfg` is `cfg.kernel`
-    (source, include_dirs), `root` the project root that their relative paths start from.
-    A variant that fails to compile gets status "build_failed" and its log; BuildError is
-    raised only when nothing can be built (nvcc or ninja missing, bad arch or flags)."""
+    `build_cfg` is `cfg.build` (dir, arch, nvcc, flags, jobs); `kernel` is the kernel's
+    plugin (ablate.plugins.Plugin; anything with `source`, its translation unit, and `dir`,
+    its folder and include root); `root` the project root, where nvcc runs and relative
+    paths start. A variant that fails to compile gets status "build_failed" and its log;
+    BuildError is raised only when nothing can be built (nvcc or ninja missing, bad arch or
+    flags)."""
     if not variants:
         return {}
     root = Path(root).resolve()
     build_dir = _build_dir(build_cfg, root)
     build_dir.mkdir(parents=True, exist_ok=True)
-    arch, edges = _plan(variants, build_cfg, kernel_cfg, root)
+    arch, edges = _plan(variants, build_cfg, kernel, root)
 
     ninja_file = build_dir / "build.ninja"
     with open(build_dir / ".lock", "w") as lock:
         # One build at a time per directory: ninja's own logs are not safe to share.
         fcntl.flock(lock, fcntl.LOCK_EX)
         before = {d: _mtime(build_dir / f"{d}.so") for d in edges}
-        _write_atomically(ninja_file, ninja_manifest(edges, build_dir, kernel_cfg, root))
+        _write_atomically(ninja_file, ninja_manifest(edges, build_dir, kernel, root))
         jobs = int(build_cfg.get("jobs", 0) or 0)
         run = subprocess.run(
             [find_ninja(), "-f", str(ninja_file), "-k", "0", *(["-j", str(jobs)] if jobs else []),
@@ -100,21 +102,21 @@ def build(variants: list[Variant], build_cfg, kernel_cfg, root) -> dict[str, Bui
     return results
 
 
-def library_path(variant: Variant, build_cfg, kernel_cfg, root) -> Path:
+def library_path(variant: Variant, build_cfg, kernel, root) -> Path:
     """Where `build` puts the library of `variant` (its name is the hash of its inputs)."""
     root = Path(root).resolve()
-    _, edges = _plan([variant], build_cfg, kernel_cfg, root)
+    _, edges = _plan([variant], build_cfg, kernel, root)
     return _build_dir(build_cfg, root) / f"{next(iter(edges))}.so"
 
 
-def _plan(variants, build_cfg, kernel_cfg, root: Path) -> tuple[str, dict]:
+def _plan(variants, build_cfg, kernel, root: Path) -> tuple[str, dict]:
     """The target arch and {digest: (variant, nvcc command)}, one per distinct library."""
     arch = resolve_arch(str(build_cfg.arch))
     version = nvcc_version(str(build_cfg.nvcc))
-    sources = _kernel_sources(kernel_cfg, root)
+    sources = _kernel_sources(kernel)
     edges = {}
     for variant in variants:
-        command = compile_command(variant, build_cfg, kernel_cfg, arch)
+        command = compile_command(variant, build_cfg, kernel, arch, root)
         digest = _digest(command, version, sources, variant.headers, root)
         edges.setdefault(digest, (variant, command))
     return arch, edges
@@ -124,26 +126,27 @@ def _build_dir(build_cfg, root: Path) -> Path:
     return (root / str(build_cfg.dir)).resolve()
 
 
-def compile_command(variant: Variant, build_cfg, kernel_cfg, arch: str) -> list[str]:
-    """nvcc's arguments for `variant`, paths relative to the project root, without the
-    output and depfile arguments (those are added per build)."""
+def compile_command(variant: Variant, build_cfg, kernel, arch: str, root) -> list[str]:
+    """nvcc's arguments for `variant`, paths relative to the project root `root` where they
+    lie inside it (absolute otherwise), without the output and depfile arguments (those are
+    added per build)."""
     number = ARCH_RE.match(arch).group(1)
     flags = [str(f) for f in build_cfg.flags]
     command = [str(build_cfg.nvcc), *flags, "-shared", "-Xcompiler", "-fPIC", "-Xptxas", "-v",
                "-gencode", f"arch=compute_{number},code=sm_{number}"]
-    command += [f"-I{d}" for d in kernel_cfg.include_dirs]
+    command += [f"-I{_shown(kernel.dir, root)}"]
     for header in variant.headers:
         command += ["-include", header]
     command += [f"-D{name}={value}" for name, value in variant.macros.items()]
     # "+", not ",": nvcc splits -D values at commas (a,b would define a stray macro b).
-    command += [f"-DABLATE_PATHOLOGIES={'+'.join(variant.pathologies)}", str(kernel_cfg.source)]
+    command += [f"-DABLATE_PATHOLOGIES={'+'.join(variant.pathologies)}", _shown(kernel.source, root)]
     for arg in command:
         if not arg or "\n" in arg or "\r" in arg:
             raise BuildError(f"bad nvcc argument {arg!r} (from build.flags, kernel or variant)")
     return command
 
 
-def ninja_manifest(edges: dict, build_dir: Path, kernel_cfg, root: Path) -> str:
+def ninja_manifest(edges: dict, build_dir: Path, kernel, root: Path) -> str:
     """build.ninja text: one `nvcc` rule, one build statement per variant.
 
     The command logs itself and nvcc's output to <digest>.log.tmp, compiles to
@@ -160,7 +163,7 @@ def ninja_manifest(edges: dict, build_dir: Path, kernel_cfg, root: Path) -> str:
         "  deps = gcc",
         "",
     ]
-    source = _ninja_path(str(kernel_cfg.source))
+    source = _ninja_path(_shown(kernel.source, root))
     for digest, (variant, command) in edges.items():
         lib, tmp = build_dir / f"{digest}.so", build_dir / f"{digest}.tmp.so"
         log, log_tmp = build_dir / f"{digest}.log", build_dir / f"{digest}.log.tmp"
@@ -228,18 +231,21 @@ def find_ninja() -> str:
     raise BuildError("ninja not found: `pip install ninja` (requirements.txt has it)")
 
 
-def _kernel_sources(kernel_cfg, root: Path) -> list[Path]:
-    """The kernel's source and every header under its include dirs, in a stable order."""
-    source = (root / str(kernel_cfg.source)).resolve()
+def _kernel_sources(kernel) -> list[Path]:
+    """The kernel's source and every header in its folder, in a stable order."""
+    source, folder = Path(kernel.source).resolve(), Path(kernel.dir).resolve()
     if not source.is_file():
-        raise BuildError(f"kernel.source {kernel_cfg.source!r} not found under {root}")
-    files = {source}
-    for d in kernel_cfg.include_dirs:
-        directory = (root / str(d)).resolve()
-        if not directory.is_dir():
-            raise BuildError(f"kernel.include_dirs: {d!r} is not a directory under {root}")
-        files |= {p for p in directory.rglob("*") if p.is_file() and p.suffix in HEADER_SUFFIXES}
+        raise BuildError(f"the kernel's source {source} is not a file")
+    if not folder.is_dir():
+        raise BuildError(f"the kernel's folder {folder} is not a directory")
+    files = {source} | {p for p in folder.rglob("*") if p.is_file() and p.suffix in HEADER_SUFFIXES}
     return sorted(files)
+
+
+def _shown(path, root: Path) -> str:
+    """A path as nvcc's command line gives it: relative to the project root inside it."""
+    path = Path(path).resolve()
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
 
 
 def _digest(command: list[str], version: str, sources: list[Path], headers: tuple[str, ...],

@@ -25,27 +25,24 @@ class SweepSetup(Callback):
 
     def on_multirun_start(self, config, **kwargs):
         from ablate import tracking
+        from ablate.__main__ import checked
         from ablate.build import build
-        from ablate.shapes import validate_shape
-        from ablate.timing import validate_bench
-        from ablate.variant import variants_of_sweep
+        from ablate.variant import variant_from_cfg, variants_of_sweep
 
         # Bad input stops the sweep here, before anything is built or recorded.
         try:
-            validate_shape(config.shape, config.kernel.head_dims)
-            validate_bench(config.bench)
-            variants = variants_of_sweep(config, ROOT)
+            plugin = checked(config)[0]
+            variants = variants_of_sweep(config, plugin.dir)
         except ValueError as e:
             raise SystemExit(f"ablate: {e}") from None
         if "none" not in [v.name for v in variants]:  # every job is timed against the base
-            from ablate.variant import variant_from_cfg
-            variants.insert(0, variant_from_cfg({"none": None}, ROOT))
+            variants.insert(0, variant_from_cfg({"none": None}, plugin.dir))
         # The parent run first: a store that cannot be written stops the sweep right here.
         self.run_id = tracking.start_sweep(config, config.hydra.sweep.dir)
         os.environ[SWEEP_RUN_ENV] = self.run_id
         tic = time.perf_counter()
         try:
-            results = build(variants, config.build, config.kernel, ROOT)
+            results = build(variants, config.build, plugin, ROOT)
         except BaseException:
             tracking.end_sweep(self.run_id, "FAILED", config)
             raise

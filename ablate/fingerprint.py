@@ -18,8 +18,8 @@ from ablate.sass import CLASSES
 
 METRICS = ("regs", "smem_bytes", "spill_bytes", "threads_per_block", "occupancy_blocks",
            "occupancy_warps") + tuple(f"sass.{c}" for c in CLASSES)
-# Per head-dim instance: d64.regs, d128.sass.ldsm, ...
-_PER_HEAD_DIM = re.compile(r"^d\d+\.(.+)$")
+# Per config of the variant info (static.py): d64.regs, fp16_h8k.sass.ldg_128, ...
+_PER_CONFIG = re.compile(r"^(?!sass\.)[A-Za-z0-9_]+\.(.+)$")
 
 _COMPARE = {
     "increases": lambda v, b: v > b,
@@ -43,7 +43,7 @@ def validate(fingerprint) -> None:
     for metric, rule in fingerprint.items():
         if not _known_metric(metric):
             raise ValueError(f"unknown metric {metric!r}; known: {', '.join(METRICS)} "
-                             "(each also per head dim, as d64.<metric>)")
+                             "(each also per config, as <config>.<metric>, e.g. d64.regs)")
         if isinstance(rule, str):
             if rule not in _COMPARE:
                 raise ValueError(f"{metric}: unknown rule {rule!r}; use one of "
@@ -108,5 +108,5 @@ def describe(rule) -> str:
 def _known_metric(metric) -> bool:
     if not isinstance(metric, str):
         return False
-    m = _PER_HEAD_DIM.match(metric)
+    m = _PER_CONFIG.match(metric)
     return (m.group(1) if m else metric) in METRICS

@@ -1,11 +1,13 @@
-"""ctypes wrapper over one variant's shared library (C ABI: kernels/base/ablate_attention.h).
+"""ctypes wrapper over one variant's shared library.
 
-Importing this module needs no torch: `info()` works on a machine without a GPU, and
-`forward` imports torch only when called.
+Every kernel library exports `const char* ablate_variant_info(void)` (JSON: the pathologies,
+seams and configs compiled in, made without any CUDA call) and the kernel's own function,
+whose name and ctypes signature its spec gives (spec.SYMBOL, spec.ARGTYPES; it returns a
+cudaError_t as int). Importing this module needs no torch: `info()` works on a machine
+without a GPU, and a call imports torch only for the current stream.
 """
 import ctypes
 import json
-import math
 from pathlib import Path
 
 # Names of the cudaError_t values a launch or a faulting kernel can return
@@ -49,52 +51,44 @@ def cuda_error_name(code):
 class KernelError(RuntimeError):
     """The library returned a non-zero cudaError_t; `.code` holds it."""
 
-    def __init__(self, code, path):
+    def __init__(self, code, symbol, path):
         self.code = code
-        super().__init__(f"ablate_attention_fwd returned {cuda_error_name(code)} ({code}) in {path}")
+        super().__init__(f"{symbol} returned {cuda_error_name(code)} ({code}) in {path}")
 
 
 class Kernel:
-    def __init__(self, path):
+    """One built library. `Kernel(path)` reads its info; `Kernel(path, spec)` also binds the
+    kernel's function, so that `kernel(tensors, shape)` runs it."""
+
+    def __init__(self, path, spec=None):
         self.path = Path(path)
         if not self.path.is_file():
             raise FileNotFoundError(f"kernel library not found: {self.path}")
         self._lib = ctypes.CDLL(str(self.path))
-        fwd = self._lib.ablate_attention_fwd
-        fwd.restype = ctypes.c_int
-        fwd.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 5 + [ctypes.c_float, ctypes.c_void_p]
-        self._fwd = fwd
         self._lib.ablate_variant_info.restype = ctypes.c_char_p
         self._lib.ablate_variant_info.argtypes = []
+        self.spec = spec
+        if spec is not None:
+            self._fn = getattr(self._lib, spec.SYMBOL)
+            self._fn.restype = ctypes.c_int
+            self._fn.argtypes = list(spec.ARGTYPES)
 
     def info(self):
-        """What was compiled into the library (pathologies, seams, tile configs), as a dict."""
+        """What was compiled into the library (pathologies, seams, configs), as a dict."""
         return json.loads(self._lib.ablate_variant_info().decode())
 
-    def forward(self, q, k, v, o, causal, scale=None):
-        """o = attention(q, k, v) on the current CUDA stream; all FP16 (B, H, S, D) contiguous
-        CUDA tensors of one shape on one device. Raises KernelError on a non-zero return."""
+    def launch(self, pointers, shape, stream=None):
+        """Run the kernel on raw device addresses ({name: int}); the cudaError_t it returns."""
+        return self._fn(*self.spec.arguments(pointers, shape, stream))
+
+    def __call__(self, tensors, shape):
+        """Run the kernel on torch tensors ({name: tensor}, as spec.make_inputs makes them) on
+        the current CUDA stream of their device. Raises KernelError on a non-zero return."""
         import torch
 
-        for name, t in (("q", q), ("k", k), ("v", v), ("o", o)):
-            if not isinstance(t, torch.Tensor):
-                raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-            if t.dtype != torch.float16:
-                raise TypeError(f"{name} must be float16, got {t.dtype}")
-            if t.dim() != 4:
-                raise ValueError(f"{name} must be (B, H, S, D), got shape {tuple(t.shape)}")
-            if t.shape != q.shape:
-                raise ValueError(f"{name} has shape {tuple(t.shape)}, q has {tuple(q.shape)}")
-            if not t.is_contiguous():
-                raise ValueError(f"{name} must be contiguous")
-            if t.device.type != "cuda" or t.device != q.device:
-                raise ValueError(f"{name} is on {t.device}; all must be on one CUDA device, q is on {q.device}")
-        B, H, S, D = q.shape
-        if scale is None:
-            scale = 1.0 / math.sqrt(D)
-        with torch.cuda.device(q.device):
+        device = next(iter(tensors.values())).device
+        with torch.cuda.device(device):
             stream = torch.cuda.current_stream().cuda_stream
-            err = self._fwd(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
-                            B, H, S, D, int(bool(causal)), float(scale), stream)
+            err = self.launch({name: t.data_ptr() for name, t in tensors.items()}, shape, stream)
         if err != 0:
-            raise KernelError(err, self.path)
+            raise KernelError(err, self.spec.SYMBOL, self.path)

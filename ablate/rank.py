@@ -1,7 +1,8 @@
 """`make rank`: the pathologies of a sweep ranked by measured slowdown, and what each one
 changed in the binary.
 
-    python -m ablate.rank                 # the latest sweep
+    python -m ablate.rank                 # the latest sweep, of whichever kernel
+    python -m ablate.rank --kernel rmsnorm  # the latest sweep of one kernel
     python -m ablate.rank --sweep ID      # another one (or SWEEP=ID make rank)
 
 A timed sweep gives the ranking: per shape, worst slowdown first, with its 95% interval;
@@ -38,20 +39,22 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m ablate.rank", description=__doc__.split("\n\n")[0])
     p.add_argument("--sweep", default=os.environ.get("SWEEP") or None,
                    help="sweep id (e.g. 2025-01-31/14-05-09) or its parent run id; default: the latest")
-    p.add_argument("--experiment", help="MLflow experiment; default: kernel.name in conf/config.yaml")
+    p.add_argument("--kernel", default=os.environ.get("KERNEL") or None,
+                   help="the kernel whose latest sweep to rank (or KERNEL=name make rank); default: any")
+    p.add_argument("--experiment", help="MLflow experiment to look in; default: every experiment")
     p.add_argument("--out", type=Path, help="output folder; default: beside the sqlite store (runs/)")
     args = p.parse_args(argv)
     try:
-        print(rank(args.sweep, args.experiment, args.out))
+        print(rank(args.sweep, args.experiment, args.out, args.kernel))
     except RankError as e:
         print(f"rank: {e}", file=sys.stderr)
         return 1
     return 0
 
 
-def rank(sweep=None, experiment=None, out=None):
+def rank(sweep=None, experiment=None, out=None, kernel=None):
     """Read the store, write rank.csv, rank.md and plots/, and return the report's text."""
-    uri, titles, jobs = read_store(sweep, experiment)
+    uri, titles, jobs = read_store(sweep, experiment, kernel)
     ranked, unranked = ranking(jobs)
     static = static_table(jobs, order=list(dict.fromkeys(ranked["pathology"])))
     sections, md = list(titles), []
@@ -78,31 +81,41 @@ def rank(sweep=None, experiment=None, out=None):
     return "\n\n".join(sections)
 
 
-def read_store(sweep, experiment):
-    """(tracking URI, a title line per sweep shown, their jobs): the chosen sweep, and when it
-    has only timed or only static jobs, the latest sweep of the other kind at the same commit."""
+def read_store(sweep, experiment=None, kernel=None):
+    """(tracking URI, a title line per sweep shown, their jobs): the chosen sweep (the latest
+    of any kernel's experiment, unless `experiment`, `kernel` or `sweep` say which), and when
+    it has only timed or only static jobs, the latest sweep of the other kind at the same
+    commit."""
     cfg = OmegaConf.load(ROOT / "conf" / "config.yaml")
     uri = tracking_uri(cfg)
     db = sqlite_path(uri)
     if db is not None and not db.exists():
         raise RankError(f"no MLflow store at {db}: run a sweep first (make sweep, or make static without a GPU)")
-    experiment = experiment or cfg.kernel.name
-    exp = MlflowClient(tracking_uri=uri).get_experiment_by_name(experiment)
-    if exp is None:
-        raise RankError(f"no experiment {experiment!r} in {uri}: run a sweep first (make sweep)")
+    client = MlflowClient(tracking_uri=uri)
+    if experiment:
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None:
+            raise RankError(f"no experiment {experiment!r} in {uri}: run a sweep first (make sweep)")
+        experiments = [exp]
+    else:
+        experiments = client.search_experiments()
     mlflow.set_tracking_uri(uri)
-    sweeps = mlflow.search_runs([exp.experiment_id], filter_string="tags.kind = 'sweep'",
+    where = "tags.kind = 'sweep'" + (f" and tags.kernel = '{kernel}'" if kernel else "")
+    sweeps = mlflow.search_runs([e.experiment_id for e in experiments], filter_string=where,
                                 order_by=["attributes.start_time DESC"])
     if sweeps.empty:
-        raise RankError(f"experiment {experiment!r} in {uri} has no sweep (runs of `python -m ablate -m ...`)")
+        whose = f" of kernel {kernel!r}" if kernel else ""
+        raise RankError(f"no sweep{whose} in {uri} (runs of `python -m ablate -m ...`; make sweep)")
     chosen = pick_sweep(sweeps, sweep)
-    jobs = load_jobs(exp.experiment_id, chosen)
+    experiment_id = chosen["experiment_id"]
+    sweeps = sweeps[sweeps["experiment_id"] == experiment_id]
+    jobs = load_jobs(experiment_id, chosen)
     titles = [header(chosen, jobs, uri)]
     other = None
     if not (jobs["status"] == "static").any():
-        other = companion(exp.experiment_id, sweeps, chosen, "static")
+        other = companion(experiment_id, sweeps, chosen, "static")
     elif not (jobs["status"] == "ok").any():
-        other = companion(exp.experiment_id, sweeps, chosen, "ok")
+        other = companion(experiment_id, sweeps, chosen, "ok")
     if other is not None:
         titles.append(header(*other, uri, beside=True))
         jobs = pd.concat([jobs, other[1]], ignore_index=True)
@@ -155,8 +168,10 @@ def companion(experiment_id, sweeps, chosen, status):
 
 def header(sweep, jobs, uri, beside=False):
     counts = ", ".join(f"{n} {s}" for s, n in jobs["status"].value_counts().items()) or "no jobs"
+    kernel = sweep.get("tags.kernel")
+    kernel = f"kernel {kernel}, " if isinstance(kernel, str) else ""
     return (f"{'Beside it, sweep' if beside else 'Sweep'} {sweep.get('tags.sweep_id')} "
-            f"(mode {sweep.get('tags.mode')}, commit {sweep.get('tags.git_commit')}, "
+            f"({kernel}mode {sweep.get('tags.mode')}, commit {sweep.get('tags.git_commit')}, "
             f"{sweep['status'].lower()}; jobs: {counts})" + ("" if beside else f"\nstore: {uri}"))
 
 

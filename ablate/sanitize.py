@@ -1,32 +1,36 @@
-"""compute-sanitizer over the base kernel and every pathology, on a small shape.
+"""compute-sanitizer over a kernel's base and every pathology, on the kernel's small shapes.
 
-    python -m ablate.sanitize [--tools memcheck,racecheck] [--pathologies a,b] [--seq 333]
+    python -m ablate.sanitize [--kernel NAME] [--tools memcheck,racecheck]
+                              [--pathologies a,b] [--jobs 4]
 
 builds every variant (ablate.build), runs `compute-sanitizer --tool X --error-exitcode 1` on a
-tiny driver for each head dim, causal and not, prints a variant x tool table (clean, or the
-first error lines) and exits non-zero if anything was found. The driver is this module too:
+tiny driver for each of the kernel's spec.SANITIZE_SHAPES, checks each run's output against
+the kernel's reference, prints a variant x tool table (clean, or the first error lines) and
+exits non-zero if anything was found. The driver is this module too:
 
-    python -m ablate.sanitize --drive LIB D CAUSAL S
+    python -m ablate.sanitize --drive LIB KERNEL_DIR CASE_DIR
 
-runs the kernel once (B=1, H=2) and checks its output against a float32 reference. It talks to
-the CUDA driver through ctypes and does not import torch: a sanitized torch process spends
-most of its time loading torch's own kernels, and races or faults in those are not ours.
+runs the kernel once on the inputs saved in CASE_DIR (raw bytes, made and checked by this
+process with torch on the CPU) and writes its outputs back there. It talks to the CUDA driver
+through ctypes and does not import torch: a sanitized torch process spends most of its time
+loading torch's own kernels, and races or faults in those are not ours.
 """
 import argparse
 import ctypes
-import math
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ablate import plugins
+
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
-BATCH, HEADS = 1, 2
-TOLERANCE = 2e-3
 # Red zone after every allocation, so a read or write just past a tensor's end is reported
 # even when the allocator placed another tensor right behind it.
 PADDING_BYTES = 65536
@@ -51,36 +55,20 @@ def _driver_api():
     return call
 
 
-def reference(q, k, v, causal, scale):
-    """float32 attention of (B, H, S, D) arrays, in numpy (the shape is small)."""
-    import numpy as np
-    q, k, v = (x.astype(np.float32) for x in (q, k, v))
-    s = np.einsum("bhqd,bhkd->bhqk", q, k) * np.float32(scale)
-    if causal:
-        n = s.shape[-1]
-        s = np.where(np.triu(np.ones((n, n), dtype=bool), 1), -np.inf, s)
-    p = np.exp(s - s.max(axis=-1, keepdims=True))
-    p /= p.sum(axis=-1, keepdims=True)
-    return np.einsum("bhqk,bhkd->bhqd", p, v)
-
-
-def drive(lib_path, head_dim, causal, seq):
-    """Run the kernel once on fresh inputs and check its output; return the exit code."""
+def drive(lib_path, kernel_dir, case_dir):
+    """Run the kernel once on a saved case and save its outputs; return the exit code."""
     try:
-        return _drive(lib_path, head_dim, causal, seq)
+        return _drive(lib_path, kernel_dir, Path(case_dir))
     except (OSError, RuntimeError) as e:  # no driver, no device, a failed CUDA call
         print(f"driver failed: {e}", file=sys.stderr)
         return 2
 
 
-def _drive(lib_path, head_dim, causal, seq):
-    import numpy as np
-    shape = (BATCH, HEADS, seq, head_dim)
-    rng = np.random.default_rng([head_dim, int(causal), seq])
-    q, k, v = (rng.standard_normal(shape, dtype=np.float32).astype(np.float16) for _ in range(3))
-    o = np.full(shape, np.nan, dtype=np.float16)  # poisoned: rows the kernel skips stay NaN
-    scale = 1.0 / math.sqrt(head_dim)
+def _drive(lib_path, kernel_dir, case):
+    from ablate.kernel import Kernel, cuda_error_name
 
+    meta = json.loads((case / "case.json").read_text())
+    kernel = Kernel(lib_path, plugins.load_dir(kernel_dir).spec)
     call = _driver_api()
     call("cuInit", 0)
     dev, ctx = ctypes.c_int(), ctypes.c_void_p()
@@ -88,36 +76,63 @@ def _drive(lib_path, head_dim, causal, seq):
     # The primary context is the one the library's CUDA runtime picks up.
     call("cuDevicePrimaryCtxRetain", ctypes.byref(ctx), dev)
     call("cuCtxSetCurrent", ctx)
-    ptrs = []
-    for host in (q, k, v, o):
+    ptrs, host = {}, {}
+    for name, t in meta["tensors"].items():
+        host[name] = ctypes.create_string_buffer((case / f"{name}.bin").read_bytes(), t["nbytes"])
         ptr = ctypes.c_uint64()
-        call("cuMemAlloc_v2", ctypes.byref(ptr), host.nbytes)
-        call("cuMemcpyHtoD_v2", ptr.value, host.ctypes.data, host.nbytes)
-        ptrs.append(ptr.value)
-
-    lib = ctypes.CDLL(str(lib_path))
-    lib.ablate_attention_fwd.restype = ctypes.c_int
-    lib.ablate_attention_fwd.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 5 + [
-        ctypes.c_float, ctypes.c_void_p]
-    rc = lib.ablate_attention_fwd(*ptrs, BATCH, HEADS, seq, head_dim, int(causal), scale, None)
+        call("cuMemAlloc_v2", ctypes.byref(ptr), t["nbytes"])
+        call("cuMemcpyHtoD_v2", ptr.value, host[name], t["nbytes"])
+        ptrs[name] = ptr.value
+    rc = kernel.launch(ptrs, meta["shape"], None)
     if rc != 0:
-        print(f"ablate_attention_fwd returned CUDA error {rc}", file=sys.stderr)
+        print(f"{kernel.spec.SYMBOL} returned {cuda_error_name(rc)} ({rc})", file=sys.stderr)
         return 2
     call("cuCtxSynchronize")
-    call("cuMemcpyDtoH_v2", o.ctypes.data, ptrs[3], o.nbytes)
-    for ptr in ptrs:
+    for name in meta["outputs"]:
+        call("cuMemcpyDtoH_v2", host[name], ptrs[name], meta["tensors"][name]["nbytes"])
+        (case / f"{name}.out").write_bytes(host[name].raw)
+    for ptr in ptrs.values():
         call("cuMemFree_v2", ptr)
-
-    ref = reference(q, k, v, causal, scale)
-    if not np.isfinite(o).all():
-        print(f"output has {int((~np.isfinite(o)).sum())} non-finite values", file=sys.stderr)
-        return 3
-    rel_err = float(np.linalg.norm(o.astype(np.float32) - ref) / np.linalg.norm(ref))
-    if rel_err >= TOLERANCE:
-        print(f"rel err {rel_err:.3g} >= {TOLERANCE}", file=sys.stderr)
-        return 3
-    print(f"ok: D={head_dim} causal={int(causal)} S={seq} rel err {rel_err:.2e}")
     return 0
+
+
+# ---- cases: inputs made, and outputs checked, by this process (torch on the CPU) -------------
+
+def write_case(spec, shape, seed, folder):
+    """Save one seeded set of inputs (outputs NaN-poisoned) as raw bytes in `folder`."""
+    import torch
+
+    from ablate.check import poisoned_inputs
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors = poisoned_inputs(spec, shape, seed, "cpu")
+    meta = {"shape": shape, "outputs": list(spec.OUTPUTS), "tensors": {}}
+    for name, t in tensors.items():
+        data = t.contiguous().view(-1).view(torch.uint8).numpy().tobytes()
+        (folder / f"{name}.bin").write_bytes(data)
+        meta["tensors"][name] = {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
+                                 "nbytes": len(data)}
+    (folder / "case.json").write_text(json.dumps(meta))
+    return tensors
+
+
+def check_case(spec, tensors, folder, shape):
+    """The driver's outputs in `folder` against the reference: None when right, else why."""
+    import torch
+
+    from ablate.check import compare
+
+    meta = json.loads((folder / "case.json").read_text())
+    got = dict(tensors)
+    for name in spec.OUTPUTS:
+        path = folder / f"{name}.out"
+        if not path.exists():
+            return [f"the driver wrote no output {name}"]
+        t = meta["tensors"][name]
+        raw = torch.frombuffer(bytearray(path.read_bytes()), dtype=torch.uint8)
+        got[name] = raw.view(getattr(torch, t["dtype"])).reshape(t["shape"])
+    result = compare(spec, got, shape, spec.tolerance(shape))
+    return None if result["ok"] else [f"wrong output: {result['error']}"]
 
 
 # ---- the runner: build, sanitize, report ----------------------------------------------------
@@ -151,44 +166,44 @@ def find_sanitizer(nvcc="nvcc"):
                      "pass --sanitizer /path/to/compute-sanitizer")
 
 
-def pathology_names(conf_dir=ROOT / "conf"):
-    """Every pathology in conf/pathology, the base (`none`) first."""
-    names = sorted(p.stem for p in (conf_dir / "pathology").glob("*.yaml"))
-    return sorted(names, key=lambda n: n != "none")
+def pathology_names(plugin):
+    """Every pathology of the kernel, the base (`none`) first."""
+    return sorted(plugin.options("pathology"), key=lambda n: n != "none")
 
 
-def build_pathologies(names, overrides=()):
+def build_pathologies(plugin, names, overrides=()):
     """Compose the app's config for each pathology and build them all in one ninja run.
 
     Returns (cfg of the first, {pathology name: BuildResult}).
     """
-    from hydra import compose, initialize_config_dir
     from ablate.build import build
     from ablate.variant import variant_from_cfg
 
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfgs = {n: compose("config", overrides=[f"pathology={n}", *overrides]) for n in names}
-    variants = {n: variant_from_cfg(c.pathology) for n, c in cfgs.items()}
+    cfgs = {n: plugins.compose(plugin.name, [f"pathology={n}", *overrides]) for n in names}
+    variants = {n: variant_from_cfg(c.pathology, plugin.dir) for n, c in cfgs.items()}
     cfg = cfgs[names[0]]
-    results = build(list(variants.values()), cfg.build, cfg.kernel, ROOT)
+    results = build(list(variants.values()), cfg.build, plugin, ROOT)
     return cfg, {n: results[variants[n].name] for n in names}
 
 
-def sanitize_one(sanitizer, tool, lib, head_dim, causal, seq, timeout_s):
-    """Run the driver under one tool; return None when clean, else the lines that say why."""
+def sanitize_one(sanitizer, tool, lib, kernel_dir, case, timeout_s):
+    """Run the driver under one tool on a copy of a case; None when clean and right, else the
+    lines that say why. Returns (problems, the copy's folder)."""
+    work = Path(tempfile.mkdtemp(prefix="case-", dir=case.parent))
+    for f in case.iterdir():
+        shutil.copy(f, work / f.name)
     cmd = [sanitizer, "--tool", tool, "--error-exitcode", "1"]
     if tool == "memcheck":
         cmd += ["--padding", str(PADDING_BYTES)]
-    cmd += [sys.executable, "-m", "ablate.sanitize", "--drive", str(lib), str(head_dim),
-            str(int(causal)), str(seq)]
+    cmd += [sys.executable, "-m", "ablate.sanitize", "--drive", str(lib), str(kernel_dir), str(work)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     try:
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        return [f"timed out after {timeout_s} s"]
-    return findings(proc.returncode, proc.stdout + proc.stderr)
+        return [f"timed out after {timeout_s} s"], work
+    return findings(proc.returncode, proc.stdout + proc.stderr), work
 
 
 def findings(returncode, output):
@@ -230,54 +245,63 @@ def report(names, tools, results):
 
 
 def run(args):
+    try:
+        plugin = plugins.load(args.kernel or plugins.default_kernel())
+    except plugins.PluginError as e:
+        raise SystemExit(f"ablate.sanitize: {e}")
     sanitizer = args.sanitizer or find_sanitizer()
-    names = args.pathologies.split(",") if args.pathologies else pathology_names()
+    known = pathology_names(plugin)
+    names = args.pathologies.split(",") if args.pathologies else known
     tools = args.tools.split(",")
     unknown = sorted(set(tools) - set(TOOLS))
     if unknown:
         raise SystemExit(f"unknown tool(s) {unknown}; choose from {list(TOOLS)}")
-    known = set(pathology_names())
     missing = [n for n in names if n not in known]
     if missing:
-        raise SystemExit(f"unknown pathology {missing}; choose from {sorted(known)}")
-    if args.seq < 1:
-        raise SystemExit(f"--seq must be >= 1, got {args.seq}")
+        raise SystemExit(f"unknown pathology {missing} of kernel {plugin.name}; choose from {known}")
 
     check_device()
     from hydra.errors import HydraException
     from ablate.build import BuildError
     from ablate.variant import VariantError
     try:
-        cfg, builds = build_pathologies(names, args.override)
+        _, builds = build_pathologies(plugin, names, args.override)
     except HydraException as e:
         raise SystemExit(f"cannot compose the config (check --override): {e}")
     except VariantError as e:
         raise SystemExit(f"bad pathology config: {e}")
     except BuildError as e:
         raise SystemExit(f"cannot build: {e}")
-    head_dims = list(cfg.kernel.head_dims)
+    spec = plugin.spec
+    shapes = [spec.validate_shape(dict(s)) for s in spec.SANITIZE_SHAPES]
     results = {n: {t: [] for t in tools} for n in names}
-    jobs = {}
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for name in names:
-            b = builds[name]
-            if b.status != "built":
+    with tempfile.TemporaryDirectory(prefix="ablate-sanitize-") as tmp:
+        cases = {}
+        for i, shape in enumerate(shapes):
+            folder = Path(tmp) / f"case{i}"
+            cases[i] = (shape, folder, write_case(spec, shape, i, folder))
+        jobs = {}
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            for name in names:
+                b = builds[name]
+                if b.status != "built":
+                    for tool in tools:
+                        results[name][tool].append(("build", [f"build failed: see {b.log_path}"]))
+                    continue
                 for tool in tools:
-                    results[name][tool].append(("build", [f"build failed: see {b.log_path}"]))
-                continue
-            for tool in tools:
-                for d in head_dims:
-                    for causal in (False, True):
-                        jobs[(name, tool, d, causal)] = pool.submit(
-                            sanitize_one, sanitizer, tool, b.lib, d, causal, args.seq,
-                            args.timeout)
-        for (name, tool, d, causal), job in jobs.items():
-            problems = job.result()
-            if problems:
-                results[name][tool].append((f"D={d} causal={int(causal)} S={args.seq}", problems))
+                    for i, (shape, folder, _) in cases.items():
+                        jobs[(name, tool, i)] = pool.submit(sanitize_one, sanitizer, tool, b.lib,
+                                                            plugin.dir, folder, args.timeout)
+            for (name, tool, i), job in jobs.items():
+                shape, _, tensors = cases[i]
+                problems, work = job.result()
+                if not problems:
+                    problems = check_case(spec, tensors, work, shape)
+                if problems:
+                    results[name][tool].append((plugin.label(shape), problems))
     print(report(names, tools, results))
     bad = [n for n in names if any(results[n][t] for t in tools)]
-    print(f"\n{len(names) - len(bad)} of {len(names)} variants clean under {', '.join(tools)}"
+    print(f"\n{len(names) - len(bad)} of {len(names)} {plugin.name} variants clean under {', '.join(tools)}"
           + (f"; errors in: {', '.join(bad)}" if bad else ""))
     return 1 if bad else 0
 
@@ -285,25 +309,21 @@ def run(args):
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m ablate.sanitize", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kernel", default=None, help="the kernel plugin (default: conf/config.yaml's)")
     p.add_argument("--tools", default="memcheck,racecheck",
                    help=f"comma-separated, from {','.join(TOOLS)}")
     p.add_argument("--pathologies", default=None,
-                   help="comma-separated names from conf/pathology (default: all, base included)")
-    p.add_argument("--seq", type=int, default=333,
-                   help="sequence length S: small (racecheck is slow), not a tile multiple, "
-                        "and long enough that the K/V ring in shared memory wraps around "
-                        "(3+ key tiles at 128 keys), where a missing barrier would race")
+                   help="comma-separated names from the kernel's pathologies (default: all, base included)")
     p.add_argument("--jobs", type=int, default=4, help="sanitizer processes at a time")
     p.add_argument("--timeout", type=int, default=600, help="seconds per sanitizer process")
     p.add_argument("--sanitizer", default=None, help="path of compute-sanitizer")
     p.add_argument("--override", action="append", default=[],
                    help="Hydra override for the build, e.g. build.arch=sm_90 (repeatable)")
-    p.add_argument("--drive", nargs=4, metavar=("LIB", "D", "CAUSAL", "S"),
-                   help="(internal) run the kernel once: what the sanitizer watches")
+    p.add_argument("--drive", nargs=3, metavar=("LIB", "KERNEL_DIR", "CASE_DIR"),
+                   help="(internal) run the kernel once on a saved case: what the sanitizer watches")
     args = p.parse_args(argv)
     if args.drive:
-        lib, d, causal, s = args.drive
-        return drive(lib, int(d), bool(int(causal)), int(s))
+        return drive(*args.drive)
     return run(args)
 
 

@@ -1,7 +1,7 @@
 """The timing protocol, the one place that times anything on the GPU.
 
-Every candidate (base, variant, each SDPA backend) is a callable `launch(i)` that runs the
-attention once on input set `i`. Per candidate, a CUDA graph holds enough launches, cycling
+Every candidate (base, variant, each of the kernel's peers) is a callable `launch(i)` that
+runs the computation once on input set `i`. Per candidate, a CUDA graph holds enough launches, cycling
 through the input sets, that one replay runs at least `bench.min_sample_us` (launch overhead
 is then negligible). After a warm-up, each round replays every candidate's graph once, in an
 order that is reversed every other round so that position effects (clock ramps, the previous
@@ -15,19 +15,13 @@ import math
 
 import numpy as np
 
-# bench.sdpa_backends name -> torch.nn.attention.SDPBackend member.
-SDPA_BACKENDS = {
-    "flash": "FLASH_ATTENTION",
-    "cudnn": "CUDNN_ATTENTION",
-    "efficient": "EFFICIENT_ATTENTION",
-    "math": "MATH",
-}
 # A replay longer than this many launches means the kernel is too fast to time sensibly.
 MAX_LAUNCHES = 100_000
 
 
 def validate_bench(bench):
-    """Raise ValueError naming the first bad bench setting (run before anything is built)."""
+    """Raise ValueError naming the first bad bench setting (run before anything is built);
+    the peers are checked against the kernel's by `peer_names`."""
     if bench["l2"] not in ("cold", "warm"):
         raise ValueError(f"bench.l2 must be cold or warm, got {bench['l2']!r}")
     for key, least, kinds in (("samples", 2, int), ("warmup", 0, int), ("bootstrap", 100, int),
@@ -38,16 +32,28 @@ def validate_bench(bench):
             raise ValueError(f"bench.{key} must be a number >= {least}, got {value!r}")
     for key in ("tolerance", "min_effect"):
         value = bench[key]
+        if key == "tolerance" and value is None:  # the kernel spec's own
+            continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
             raise ValueError(f"bench.{key} must be a number in [0, 1), got {value!r}")
-    unknown = [b for b in bench["sdpa_backends"] if b not in SDPA_BACKENDS]
+
+
+def peer_names(bench, spec, kernel_name):
+    """The peers a job times: bench.peers, or the kernel's DEFAULT_PEERS when null; ValueError
+    naming any the kernel does not have."""
+    known = dict(getattr(spec, "PEERS", {}))
+    names = bench.get("peers")
+    if names is None:
+        return list(getattr(spec, "DEFAULT_PEERS", known))
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise ValueError(f"bench.sdpa_backends: unknown {unknown}; choose from {list(SDPA_BACKENDS)}")
+        raise ValueError(f"bench.peers: unknown {unknown}; the {kernel_name} kernel's peers are {list(known)}")
+    return list(names)
 
 
 def input_set_count(l2_mode, l2_bytes, bytes_per_set):
-    """How many (q, k, v, o) sets to rotate over: 1 when warm; when cold, enough that all
-    sets but the one being read exceed 2x L2."""
+    """How many input sets to rotate over: 1 when warm; when cold, enough that all sets but
+    the one being read exceed 2x L2."""
     if l2_mode == "warm":
         return 1
     if l2_mode == "cold":
@@ -55,14 +61,12 @@ def input_set_count(l2_mode, l2_bytes, bytes_per_set):
     raise ValueError(f"bench.l2 must be cold or warm, got {l2_mode!r}")
 
 
-def make_inputs(shape, count, seed, device):
-    """`count` independent (q, k, v, o) FP16 sets of the shape."""
+def make_inputs(spec, shape, count, seed, device):
+    """`count` independent input sets of the shape, from one seeded generator."""
     import torch
 
     gen = torch.Generator(device=device).manual_seed(seed)
-    dims = (shape["batch"], shape["heads"], shape["seq"], shape["head_dim"])
-    return [tuple(torch.randn(dims, generator=gen, device=device, dtype=torch.float16) for _ in range(4))
-            for _ in range(count)]
+    return [spec.make_inputs(shape, gen, device) for _ in range(count)]
 
 
 def first_line(error):
@@ -70,33 +74,29 @@ def first_line(error):
     return text.splitlines()[0] if text else repr(error)
 
 
-def kernel_launcher(kernel, sets, causal):
+def kernel_launcher(kernel, sets, shape):
     def launch(i):
-        q, k, v, o = sets[i]
-        kernel.forward(q, k, v, o, causal)
+        kernel(sets[i], shape)
     return launch
 
 
-def sdpa_launchers(sets, causal, backends):
-    """({backend: launch}, {backend: why skipped}) for PyTorch SDPA pinned to each backend.
-    A backend that cannot run the shape is skipped, with its error as the reason."""
+def peer_launchers(spec, sets, shape, names):
+    """({peer: launch}, {peer: why skipped}) for the kernel's peers (spec.PEERS). A peer that
+    cannot run the shape (no kernel for it, a failed compile) is skipped, with its error as
+    the reason: peers are the yardstick, never a reason for the job to fail."""
     import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     launchers, skipped = {}, {}
-    for name in backends:
-        backend = getattr(SDPBackend, SDPA_BACKENDS[name])
-
-        def launch(i, backend=backend):
-            q, k, v, _ = sets[i]
-            with sdpa_kernel(backend):
-                F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-
+    for name in names:
         try:
-            launch(0)
+            run = spec.PEERS[name](shape)
+
+            def launch(i, run=run):
+                run(sets[i])
+
+            launch(0)  # one-time work (a torch.compile) stays out of the timing
             torch.cuda.synchronize()
-        except RuntimeError as e:  # "No available kernel" and friends
+        except Exception as e:  # noqa: BLE001 - "No available kernel", a compiler error...
             skipped[name] = first_line(e)
             continue
         launchers[name] = launch
@@ -154,8 +154,8 @@ def measure(candidates, n_sets, bench, optional=()):
     """Time every candidate under the protocol above.
 
     candidates: {name: launch}. bench: the bench config, read by key (a dict or a
-    DictConfig): samples, warmup, min_sample_us. A candidate named in `optional` (the SDPA
-    references) whose graph cannot be captured is dropped, with its error, instead of
+    DictConfig): samples, warmup, min_sample_us. A candidate named in `optional` (the
+    peers) whose graph cannot be captured is dropped, with its error, instead of
     failing the measurement.
     Returns ({name: samples in us per launch, a numpy array}, {name: launches per sample},
     {dropped name: why}).

@@ -58,6 +58,12 @@ def sqlite_path(uri):
     return Path(uri[len("sqlite:///"):].split("?", 1)[0])
 
 
+def experiment_name(cfg):
+    """The MLflow experiment of a config's kernel: kernel.experiment, else the kernel's name."""
+    return str(OmegaConf.select(cfg, "kernel.experiment", default=None)
+               or OmegaConf.select(cfg, "kernel.name", default="ablate"))
+
+
 def experiment_id(client, name, uri):
     """The id of experiment `name`, created on first use. With a sqlite store the artifacts
     go beside the database (MLflow's default would be ./mlruns of whatever the cwd is)."""
@@ -74,7 +80,7 @@ def experiment_id(client, name, uri):
     if exp.lifecycle_stage != "active":
         raise RuntimeError(
             f"MLflow experiment {name!r} is deleted in {uri}; restore it "
-            f"(mlflow experiments restore --experiment-id {exp.experiment_id}) or set kernel.name"
+            f"(mlflow experiments restore --experiment-id {exp.experiment_id}) or set kernel.experiment"
         )
     return exp.experiment_id
 
@@ -121,7 +127,8 @@ def start_sweep(cfg, sweep_dir):
     overrides = OmegaConf.select(cfg, "hydra.overrides.task", default=None)
     if overrides:
         tags["overrides"] = " ".join(overrides)[:MAX_TAG_LEN]
-    run = client.create_run(experiment_id(client, cfg.kernel.name, uri), tags=tags, run_name=sid)
+    tags["kernel"] = str(OmegaConf.select(cfg, "kernel.name", default="unknown"))
+    run = client.create_run(experiment_id(client, experiment_name(cfg), uri), tags=tags, run_name=sid)
     log.info("MLflow: sweep %s is run %s in %s", sid, run.info.run_id, uri)
     return run.info.run_id
 
@@ -155,7 +162,7 @@ def log_job(cfg, result, parent_run_id=None):
         uri = tracking_uri(cfg)
         client = MlflowClient(tracking_uri=uri)
         tags = job_tags(cfg, result, params, client, parent_run_id)
-        run_id = client.create_run(experiment_id(client, cfg.kernel.name, uri),
+        run_id = client.create_run(experiment_id(client, experiment_name(cfg), uri),
                                    tags=tags, run_name=name).info.run_id
     except Exception as e:
         problems.append(f"could not create the run: {e}")
@@ -187,16 +194,19 @@ def log_job(cfg, result, parent_run_id=None):
 def job_params(cfg, result, problems):
     """What identifies the job: variant, macros, shape, commit, plus the worker's own params
     (GPU, driver, CUDA, nvcc, torch, arch...), which win where both name one."""
+    from ablate import plugins
+
     pathology = OmegaConf.to_container(cfg.pathology, resolve=True) if "pathology" in cfg else {}
     try:
-        variant = variant_from_cfg(pathology)
+        variant = variant_from_cfg(pathology, plugins.of(cfg).dir)
         name, names, macros = variant.name, list(variant.pathologies), variant.macros
-    except VariantError as e:  # logged all the same, under the names as given
+    except (VariantError, plugins.PluginError) as e:  # logged all the same, under the names as given
         problems.append(f"pathology config: {e}")
         names = sorted(n for n in pathology if n != BASE)
         name, macros = "+".join(names) or BASE, {}
     texts = names or list(pathology)  # the base's own yaml describes it
     params = {
+        "kernel": str(OmegaConf.select(cfg, "kernel.name", default="unknown")),
         "pathology": name,
         "pathologies": ",".join(names) or BASE,
         "macros": " ".join(f"{k}={v}" for k, v in macros.items()) or "none",
@@ -219,6 +229,7 @@ def job_params(cfg, result, problems):
 def job_tags(cfg, result, params, client, parent_run_id):
     tags = {
         "kind": "job",
+        "kernel": params["kernel"],
         "status": str(result.get("status")),
         "variant": params["pathology"],
         "mode": params["mode"],

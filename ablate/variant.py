@@ -2,6 +2,7 @@
 
 `cfg.pathology` maps each selected pathology's name to its yaml content (docs/design.md):
 `pathology=none` gives `{none: {...}}`, `pathology=[a,b]` gives `{a: {...}, b: {...}}`.
+A pathology's header is a path relative to its kernel's plugin folder (patches/x.cuh).
 Everything that later reaches nvcc's command line is checked here against strict patterns,
 so a bad config is a clear error before anything is built.
 """
@@ -33,7 +34,7 @@ class Variant:
     name: str  # sorted pathology names joined by "+"; "none" for the base
     pathologies: tuple[str, ...]  # sorted, without "none"
     macros: dict[str, str] = field(default_factory=dict)  # -DNAME=VALUE, sorted by name
-    headers: tuple[str, ...] = ()  # -include paths, relative to the project root
+    headers: tuple[str, ...] = ()  # -include paths: relative to the project root when inside it
     specs: dict[str, dict] = field(default_factory=dict)  # each pathology's yaml content
 
     @property
@@ -41,11 +42,11 @@ class Variant:
         return not self.pathologies
 
 
-def variant_from_cfg(pathology_cfg, root: Path | None = None) -> Variant:
-    """The variant that `cfg.pathology` selects; `root` is the project root (headers are
-    relative to it, default: this checkout). Raises VariantError naming the pathology and
+def variant_from_cfg(pathology_cfg, kernel_dir) -> Variant:
+    """The variant that `cfg.pathology` selects for the kernel whose plugin folder is
+    `kernel_dir` (headers are relative to it). Raises VariantError naming the pathology and
     field at fault."""
-    root = Path(root or PROJECT_ROOT).resolve()
+    kernel_dir = Path(kernel_dir).resolve()
     if isinstance(pathology_cfg, (DictConfig, ListConfig)):
         pathology_cfg = OmegaConf.to_container(pathology_cfg, resolve=True)
     if not isinstance(pathology_cfg, Mapping) or not pathology_cfg:
@@ -67,7 +68,7 @@ def variant_from_cfg(pathology_cfg, root: Path | None = None) -> Variant:
                     f"pathology '{name}': macros.{macro}={value} conflicts with "
                     f"{macro}={macros[macro]} from pathology '{macro_owner[macro]}'")
             macros[macro], macro_owner[macro] = value, name
-        header = _check_header(name, spec.get("header"), root)
+        header = _check_header(name, spec.get("header"), kernel_dir)
         if header is not None and header not in headers:
             headers.append(header)
         specs[name] = spec
@@ -127,7 +128,7 @@ def _check_macros(name: str, macros) -> dict[str, str]:
     return out
 
 
-def _check_header(name: str, header, root: Path) -> str | None:
+def _check_header(name: str, header, kernel_dir: Path) -> str | None:
     if header is None:
         return None
     if not isinstance(header, str) or not header:
@@ -135,20 +136,23 @@ def _check_header(name: str, header, root: Path) -> str | None:
     path = Path(header)
     if path.is_absolute():
         raise VariantError(f"pathology '{name}': header {header!r} must be relative to the "
-                           f"project root {root}")
+                           f"kernel's folder {kernel_dir}")
     if path.suffix != ".cuh":
         raise VariantError(f"pathology '{name}': header {header!r} must end in .cuh")
-    resolved = (root / path).resolve()
-    if not resolved.is_relative_to(root):
-        raise VariantError(f"pathology '{name}': header {header!r} is outside the project "
-                           f"root {root}")
+    resolved = (kernel_dir / path).resolve()
+    # The kernel's own folder; or this project (the test-only pathologies of tests/).
+    if not (resolved.is_relative_to(kernel_dir) or resolved.is_relative_to(PROJECT_ROOT)):
+        raise VariantError(f"pathology '{name}': header {header!r} is outside the kernel's "
+                           f"folder {kernel_dir}")
     if not resolved.is_file():
-        raise VariantError(f"pathology '{name}': header {header!r} does not exist under {root}")
-    # A plain relative path: it reaches nvcc's command line as `-include PATH`.
-    return resolved.relative_to(root).as_posix()
+        raise VariantError(f"pathology '{name}': header {header!r} does not exist in {kernel_dir}")
+    # A plain path: it reaches nvcc's command line as `-include PATH`, run from the project root.
+    if resolved.is_relative_to(PROJECT_ROOT):
+        return resolved.relative_to(PROJECT_ROOT).as_posix()
+    return str(resolved)
 
 
-def variants_of_sweep(config, root: Path | None = None) -> list[Variant]:
+def variants_of_sweep(config, kernel_dir) -> list[Variant]:
     """The distinct variants the jobs of a multirun will build, in job order.
 
     `config` is what `Callback.on_multirun_start(config)` receives. The sweep is expanded
@@ -172,6 +176,6 @@ def variants_of_sweep(config, root: Path | None = None) -> list[Variant]:
     variants: dict[str, Variant] = {}
     for job in jobs:
         job_cfg = loader.load_sweep_config(master_config=config, sweep_overrides=list(job))
-        variant = variant_from_cfg(job_cfg.pathology, root)
+        variant = variant_from_cfg(job_cfg.pathology, kernel_dir)
         variants.setdefault(variant.name, variant)
     return list(variants.values())

@@ -17,8 +17,9 @@ statistics. After `timeout` or `crashed` the next job starts a fresh child; afte
 `incorrect` the same child serves it (its pid is the param `worker_pid`). The child ends at
 the end of the sweep (`stop_worker`, and atexit), on EOF on stdin, or with the parent.
 
-The spec: {"base_so": path, "variant_so": path, "shape": {batch, heads, seq, head_dim,
-causal}, "bench": {the bench config}}.
+The spec: {"kernel_dir": the kernel's plugin folder, "base_so": path, "variant_so": path,
+"shape": {the shape's fields, as the kernel's spec validated them}, "peers": [names],
+"bench": {the bench config}}.
 """
 import atexit
 import contextlib
@@ -151,13 +152,17 @@ def stop_worker():
 
 # ---- the child side ---------------------------------------------------------------------
 
-def _stat_metrics(prefix, samples, shape):
-    from ablate.shapes import flops
+def _stat_metrics(prefix, samples, spec, shape):
+    """Median, p10, p90 (us per launch), and the rates they mean: TFLOP/s when the kernel
+    does floating-point work, GB/s of the fewest bytes it must move."""
     from ablate.stats import summary
 
     s = summary(samples, prefix)
-    return {f"{prefix}_us": s["median"], f"{prefix}_us_p10": s["p10"], f"{prefix}_us_p90": s["p90"],
-            f"{prefix}_tflops": flops(shape) / s["median"] / 1e6}
+    out = {f"{prefix}_us": s["median"], f"{prefix}_us_p10": s["p10"], f"{prefix}_us_p90": s["p90"],
+           f"{prefix}_gbps": spec.bytes_moved(shape) / s["median"] / 1e3}
+    if spec.flops(shape):
+        out[f"{prefix}_tflops"] = spec.flops(shape) / s["median"] / 1e6
+    return out
 
 
 def _state_record(when, state):
@@ -172,75 +177,80 @@ def _state_record(when, state):
 
 
 @functools.cache
-def _kernel(path):
+def _kernel(kernel_dir, path):
     """One handle per library for the child's life: every job loads the base again, and a
     library's name is the hash of what went into it."""
+    from ablate import plugins
     from ablate.kernel import Kernel
 
-    return Kernel(path)
+    return Kernel(path, plugins.load_dir(kernel_dir).spec)
 
 
 def gpu_job(spec):
-    """Check base and variant, then time base, variant and SDPA side by side."""
+    """Check base and variant, then time base, variant and the kernel's peers side by side."""
     import numpy as np
     import torch
 
-    from ablate import gpu_state, timing
+    from ablate import gpu_state, peaks, plugins, timing
     from ablate.check import check
-    from ablate.shapes import bytes_moved
     from ablate.stats import slowdown
 
     if not torch.cuda.is_available():
         raise RuntimeError("no CUDA device visible to the GPU worker")
+    kspec = plugins.load_dir(spec["kernel_dir"]).spec
     shape, bench = spec["shape"], spec["bench"]
     device = torch.device("cuda", torch.cuda.current_device())
     props = torch.cuda.get_device_properties(device)
     uuid = str(getattr(props, "uuid", "") or "") or None
     before = gpu_state.read(uuid, device.index)
-    base, variant = _kernel(spec["base_so"]), _kernel(spec["variant_so"])
+    base, variant = (_kernel(spec["kernel_dir"], spec[k]) for k in ("base_so", "variant_so"))
     params = {"gpu": props.name, "torch": torch.__version__, "cuda": torch.version.cuda,
-              "driver": before.get("driver", "unavailable")}
+              "driver": before.get("driver", "unavailable"), "bound": kspec.BOUND}
     artifacts = {}
 
     # The gate: both must be right before either is timed (the base too: a slowdown against
     # a wrong base means nothing).
-    checks = {who: check(k, shape, bench["tolerance"], seed=bench["seed"])
+    tolerance = bench.get("tolerance")
+    checks = {who: check(k, shape, tolerance, seed=bench["seed"])
               for who, k in (("base", base), ("variant", variant))}
-    metrics = {"rel_err": checks["variant"]["rel_err"], "base_rel_err": checks["base"]["rel_err"]}
+    metrics = {"rel_err": checks["variant"]["rel_err"], "base_rel_err": checks["base"]["rel_err"],
+               "tolerance": kspec.tolerance(shape) if tolerance is None else tolerance}
     failed = [f"{who} failed the correctness gate: {c['error']}" for who, c in checks.items() if not c["ok"]]
     if failed:
         return result("incorrect", params, metrics, artifacts, "; ".join(failed))
 
-    n_sets = timing.input_set_count(bench["l2"], props.L2_cache_size, bytes_moved(shape))
-    sets = timing.make_inputs(shape, n_sets, bench["seed"] + 1, device)
-    causal = shape["causal"]
-    candidates = {"base": timing.kernel_launcher(base, sets, causal),
-                  "variant": timing.kernel_launcher(variant, sets, causal)}
-    sdpa, skipped = timing.sdpa_launchers(sets, causal, bench["sdpa_backends"])
-    candidates.update({f"sdpa_{name}": launch for name, launch in sdpa.items()})
-    samples, launches, dropped = timing.measure(candidates, n_sets, bench,
-                                                optional=[f"sdpa_{name}" for name in sdpa])
-    skipped.update({name.removeprefix("sdpa_"): why for name, why in dropped.items()})
+    n_sets = timing.input_set_count(bench["l2"], props.L2_cache_size, kspec.bytes_moved(shape))
+    sets = timing.make_inputs(kspec, shape, n_sets, bench["seed"] + 1, device)
+    candidates = {"base": timing.kernel_launcher(base, sets, shape),
+                  "variant": timing.kernel_launcher(variant, sets, shape)}
+    peers, skipped = timing.peer_launchers(kspec, sets, shape, spec["peers"])
+    candidates.update(peers)
+    samples, launches, dropped = timing.measure(candidates, n_sets, bench, optional=list(peers))
+    skipped.update(dropped)
     after = gpu_state.read(uuid, device.index)
+    del sets, candidates, peers
 
     for name, times in samples.items():
-        metrics.update(_stat_metrics(name, times, shape))
-    # sdpa_us: the first backend of bench.sdpa_backends that ran, the reference of record.
-    ran = [b for b in bench["sdpa_backends"] if f"sdpa_{b}" in samples]
+        metrics.update(_stat_metrics(name, times, kspec, shape))
+    # peer_us: the first peer of the job's list that ran, the reference of record.
+    ran = [p for p in spec["peers"] if p in samples]
     if ran:
-        ref = _stat_metrics("sdpa", samples[f"sdpa_{ran[0]}"], shape)
-        metrics.update(ref)
-        params["sdpa_backend"] = ran[0]
+        metrics.update(_stat_metrics("peer", samples[ran[0]], kspec, shape))
+        params["peer"] = ran[0]
     metrics.update(slowdown(samples["base"], samples["variant"], bench["bootstrap"], bench["seed"],
                             bench["min_effect"]))
+    # The fraction of the GPU's measured ceiling that applies to this kernel (peaks.py).
+    name, value, unit = peaks.peak(kspec.BOUND, device.index)
+    rate = "gbps" if kspec.BOUND == "memory" else "tflops"
+    metrics[name] = value
     for who in ("base", "variant"):
-        metrics[f"{who}_gbps"] = bytes_moved(shape) / metrics[f"{who}_us"] / 1e3
+        metrics[f"{who}_peak_fraction"] = metrics[f"{who}_{rate}"] / value
     for when, state in (("before", before), ("after", after)):
         m, p = _state_record(when, state)
         metrics.update(m)
         params.update(p)
     params.update({"input_sets": n_sets, **{f"launches_{n}": c for n, c in launches.items()}})
-    params.update({f"sdpa_{b}_skipped": why[:500] for b, why in skipped.items()})
+    params.update({f"peer_{p}_skipped": why[:500] for p, why in skipped.items()})
     artifacts["samples.json"] = json.dumps({n: np.round(t, 4).tolist() for n, t in samples.items()})
     artifacts["gpu_state.json"] = json.dumps({"before": before, "after": after}, indent=1)
     return result("ok", params, metrics, artifacts)

@@ -1,10 +1,16 @@
-"""Shared test set-up: the `gpu` marker (skipped without CUDA), the project root, and MLflow
-stores in temporary folders, so that no test ever writes to the real runs/mlflow.db."""
+"""Shared test set-up: the `gpu` marker (skipped without CUDA), the project root, MLflow
+stores in temporary folders, so that no test ever writes to the real runs/mlflow.db, and the
+session's build of every variant of every kernel (`built_kernels`; `built` is attention's)."""
+import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from omegaconf import OmegaConf
 
 ROOT = Path(__file__).resolve().parents[1]
+KERNELS = ("attention", "rmsnorm")
+TEST_PATHOLOGIES = ["broken_build", "noop", "unfingerprinted"]  # tests/conf/pathology, attention's
 
 
 def cuda_available():
@@ -49,3 +55,70 @@ def mlflow_store(tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     return uri
+
+
+_session = {}
+
+
+def every_variant(tmp_path_factory):
+    """{kernel: its build}: the base and every pathology of each kernel, and attention's
+    test-only ones, built once per session through one nvcc wrapper, which counts compiles."""
+    from ablate import plugins
+    from ablate.build import build
+    from ablate.variant import VariantError, variant_from_cfg
+
+    if "built" not in _session:
+        base = tmp_path_factory.mktemp("every_variant")
+        calls = base / "nvcc_calls"
+        calls.touch()
+        nvcc = base / "nvcc"
+        nvcc.write_text("#!/bin/sh\n"
+                        f'case " $* " in *" --version "*) ;; *) echo "$*" >> "{calls}" ;; esac\n'
+                        f'exec "{shutil.which("nvcc")}" "$@"\n')
+        nvcc.chmod(0o755)
+        cfg = OmegaConf.load(ROOT / "conf" / "config.yaml")
+        build_cfg = OmegaConf.merge(cfg.build, {"dir": str(base / "build"), "arch": "sm_90",
+                                                "nvcc": str(nvcc)})
+        _session["built"] = {}
+        for kernel in KERNELS:
+            plugin = plugins.load(kernel)
+            files = [(plugin.conf / "pathology" / f"{n}.yaml", ROOT / "conf" / "pathology" / f"{n}.yaml")
+                     for n in plugin.options("pathology")]
+            files = [own if own.exists() else shared for own, shared in files]
+            if kernel == "attention":
+                files += [ROOT / "tests" / "conf" / "pathology" / f"{n}.yaml" for n in TEST_PATHOLOGIES]
+            variants, errors = {}, {}
+            for f in files:  # a bad yaml fails its own tests, not everyone's
+                try:
+                    variant = variant_from_cfg(OmegaConf.load(f), plugin.dir)
+                except VariantError as err:
+                    errors[f.stem] = err
+                    continue
+                variants[variant.name] = variant
+            results = build(list(variants.values()), build_cfg, plugin, ROOT)
+            _session["built"][kernel] = SimpleNamespace(
+                plugin=plugin, variants=variants, errors=errors, results=results,
+                build_cfg=build_cfg, nvcc_calls=calls, sass=_sass_reader(results))
+    return _session["built"]
+
+
+def _sass_reader(results):
+    from ablate import sass
+
+    reports = {}
+
+    def sass_of(name):  # cuobjdump once per library
+        if name not in reports:
+            reports[name] = sass.read(results[name].lib)
+        return reports[name]
+    return sass_of
+
+
+@pytest.fixture(scope="session")
+def built_kernels(tmp_path_factory):
+    return every_variant(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def built(built_kernels):
+    return built_kernels["attention"]

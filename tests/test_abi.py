@@ -18,14 +18,14 @@ GOOD = dict(q=0x10000, k=0x20000, v=0x30000, o=0x40000, B=2, H=3, S=17, D=64, ca
 @pytest.fixture(scope="session")
 def base_lib():
     """The base variant built once (cached in runs/build, shared with the other tests)."""
-    from hydra import compose, initialize_config_dir
+    from ablate import plugins
     from ablate.build import build
     from ablate.variant import variant_from_cfg
 
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose("config", overrides=["pathology=none"])
-    variant = variant_from_cfg(cfg.pathology)
-    result = build([variant], cfg.build, cfg.kernel, ROOT)[variant.name]
+    cfg = plugins.compose("attention", ["pathology=none"])
+    plugin = plugins.of(cfg)
+    variant = variant_from_cfg(cfg.pathology, plugin.dir)
+    result = build([variant], cfg.build, plugin, ROOT)[variant.name]
     assert result.status == "built", f"base failed to build:\n{result.log}"
     lib = ctypes.CDLL(str(result.lib))
     lib.ablate_attention_fwd.restype = ctypes.c_int

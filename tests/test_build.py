@@ -1,11 +1,12 @@
 """Building variants with nvcc through ninja (CPU only: nvcc needs no GPU).
 
-The real kernel and every pathology are built once per session, for sm_90, through an nvcc
-wrapper that counts compiles (`built`, shared with test_static and test_fingerprints). The
-build mechanics that need edits to sources (depfiles, failed rebuilds, hashing) run on a
-tiny stand-in project under tmp_path, which compiles in a second or two.
+Every kernel and every pathology (with the test-only ones of tests/conf/pathology, which
+patch attention) are built once per session, for sm_90, through an nvcc wrapper that counts
+compiles (`built` for attention, `built_kernels` for every kernel, shared with test_static
+and test_fingerprints). The build mechanics that need edits to sources (depfiles, failed
+rebuilds, hashing) run on a tiny stand-in kernel under tmp_path, which compiles in a second
+or two.
 """
-import shutil
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,64 +15,18 @@ import pytest
 from omegaconf import OmegaConf
 
 import ablate.build
-from ablate import sass
+from ablate import plugins
 from ablate.kernel import Kernel
 from ablate.build import (ARCH_RE, BuildError, build, compile_command, find_ninja,
                           library_path, resolve_arch)
-from ablate.variant import VariantError, variant_from_cfg
+from ablate.variant import variant_from_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
-PATHOLOGIES = sorted(p.stem for p in (ROOT / "conf" / "pathology").glob("*.yaml"))
+KERNELS = ("attention", "rmsnorm")
+ATTENTION = plugins.load("attention")
+PATHOLOGIES = ATTENTION.options("pathology")
 TEST_PATHOLOGIES = ["broken_build", "noop", "unfingerprinted"]
-
-_session = {}
-
-
-def every_variant(tmp_path_factory):
-    """The base, every pathology of conf/pathology and the test-only ones of
-    tests/conf/pathology, built in one call, once per session (memoised here so that the
-    modules importing the `built` fixture share it)."""
-    if "built" not in _session:
-        base = tmp_path_factory.mktemp("every_variant")
-        calls = base / "nvcc_calls"
-        calls.touch()
-        nvcc = base / "nvcc"
-        nvcc.write_text("#!/bin/sh\n"
-                        f'case " $* " in *" --version "*) ;; *) echo "$*" >> "{calls}" ;; esac\n'
-                        f'exec "{shutil.which("nvcc")}" "$@"\n')
-        nvcc.chmod(0o755)
-        cfg = OmegaConf.load(ROOT / "conf" / "config.yaml")
-        build_cfg = OmegaConf.merge(cfg.build, {"dir": str(base / "build"), "arch": "sm_90",
-                                                "nvcc": str(nvcc)})
-        files = [ROOT / "conf" / "pathology" / f"{n}.yaml" for n in PATHOLOGIES]
-        files += [ROOT / "tests" / "conf" / "pathology" / f"{n}.yaml" for n in TEST_PATHOLOGIES]
-        variants, errors = {}, {}
-        for f in files:  # a bad yaml fails its own tests, not everyone's
-            try:
-                variant = variant_from_cfg(OmegaConf.load(f), ROOT)
-            except VariantError as err:
-                errors[f.stem] = err
-                continue
-            variants[variant.name] = variant
-        results = build(list(variants.values()), build_cfg, cfg.kernel, ROOT)
-        reports = {}
-
-        def sass_of(name):  # cuobjdump once per library
-            if name not in reports:
-                reports[name] = sass.read(results[name].lib)
-            return reports[name]
-
-        _session["built"] = SimpleNamespace(variants=variants, errors=errors, results=results,
-                                            build_cfg=build_cfg, kernel_cfg=cfg.kernel,
-                                            nvcc_calls=calls, sass=sass_of)
-    return _session["built"]
-
-
-@pytest.fixture(scope="session")
-def built(tmp_path_factory):
-    return every_variant(tmp_path_factory)
-
-
+EVERY_PATHOLOGY = [(k, p) for k in KERNELS for p in plugins.load(k).options("pathology")]
 def compiles(built):
     return len(built.nvcc_calls.read_text().splitlines())
 
@@ -96,6 +51,19 @@ def test_every_variant_builds_except_the_broken_one(built):
         assert "ptxas info    : Used" in r.log
         kernels = r.ptxas["kernels"]
         assert len(kernels) == 4 and all("attention_fwd_kernel<" in k for k in kernels)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_every_variant_of_every_kernel_builds(built_kernels, kernel):
+    b = built_kernels[kernel]
+    assert not b.errors
+    assert set(b.plugin.options("pathology")) <= set(b.results)
+    for name in b.plugin.options("pathology"):
+        r = b.results[name]
+        assert r.status == "built", f"{kernel}/{name} failed to build:\n{r.log}"
+        info = Kernel(r.lib).info()
+        assert info["pathologies"] == list(b.variants[name].pathologies)
+        assert info["configs"] and all({"name", "threads", "smem_bytes"} <= set(c) for c in info["configs"])
 
 
 def test_each_library_carries_its_pathologies(built):
@@ -125,7 +93,7 @@ def test_a_second_build_is_cached_and_runs_no_compile(built):
     good = [built.variants[n] for n, r in built.results.items() if r.ok]
     before = compiles(built)
     mtimes = {v.name: built.results[v.name].lib.stat().st_mtime_ns for v in good}
-    again = build(good, built.build_cfg, built.kernel_cfg, ROOT)
+    again = build(good, built.build_cfg, built.plugin, ROOT)
     assert compiles(built) == before
     for v in good:
         assert again[v.name].cached and again[v.name].status == "built"
@@ -134,7 +102,7 @@ def test_a_second_build_is_cached_and_runs_no_compile(built):
         assert again[v.name].ptxas == built.results[v.name].ptxas  # from the kept log
 
     # The broken one is tried again (and fails again) without touching the others.
-    retry = build([built.variants["broken_build"]], built.build_cfg, built.kernel_cfg, ROOT)
+    retry = build([built.variants["broken_build"]], built.build_cfg, built.plugin, ROOT)
     assert retry["broken_build"].status == "build_failed"
     assert compiles(built) == before + 1
     assert all(built.results[v.name].lib.stat().st_mtime_ns == mtimes[v.name] for v in good)
@@ -145,46 +113,47 @@ def test_a_second_build_is_cached_and_runs_no_compile(built):
 STAND_IN = r"""
 #include "base/value.cuh"
 __global__ void tiny_kernel(float* x) { x[threadIdx.x] = VALUE; }
-extern "C" int ablate_attention_fwd(const void*, const void*, const void*, void*, int, int,
-                                    int, int, int, float, void*) { return 1; }
+extern "C" int ablate_tiny_fwd(void*) { return 1; }
 extern "C" const char* ablate_variant_info(void) { return "{}"; }
 """
 
 
 def stand_in(root: Path):
-    """A project under `root`: a one-kernel source, a header in the include dir, and a
-    patch that includes a header outside the include dirs (tracked by the depfile only)."""
-    (root / "kernels" / "base").mkdir(parents=True)
-    (root / "kernels" / "base" / "attention.cu").write_text(STAND_IN)
-    (root / "kernels" / "base" / "value.cuh").write_text("#define VALUE 1.0f\n")
-    (root / "patches").mkdir()
-    (root / "patches" / "p.cuh").write_text('#include "inner.h"\n')
-    (root / "patches" / "inner.h").write_text("#define INNER 1\n")
+    """A project under `root` with a kernel folder kernels/tiny: a one-kernel source, a
+    header beside it, and a patch that includes a header outside the kernel's folder
+    (other/inner.h: tracked by the depfile only)."""
+    folder = root / "kernels" / "tiny"
+    (folder / "base").mkdir(parents=True)
+    (folder / "base" / "tiny.cu").write_text(STAND_IN)
+    (folder / "base" / "value.cuh").write_text("#define VALUE 1.0f\n")
+    (folder / "patches").mkdir()
+    (folder / "patches" / "p.cuh").write_text('#include "../../../other/inner.h"\n')
+    (root / "other").mkdir()
+    (root / "other" / "inner.h").write_text("#define INNER 1\n")
     build_cfg = OmegaConf.create({"dir": "runs/build", "arch": "sm_90", "nvcc": "nvcc",
                                   "flags": ["-std=c++17"], "jobs": 0})
-    kernel_cfg = OmegaConf.create({"source": "kernels/base/attention.cu",
-                                   "include_dirs": ["kernels"]})
-    base = variant_from_cfg({"none": None}, root)
+    kernel = SimpleNamespace(dir=folder, source=folder / "base" / "tiny.cu")
+    base = variant_from_cfg({"none": None}, folder)
     patched = variant_from_cfg({"p": {"header": "patches/p.cuh",
-                                      "macros": {"ABLATE_P": 1}}}, root)
-    return SimpleNamespace(root=root, build_cfg=build_cfg, kernel_cfg=kernel_cfg, base=base,
+                                      "macros": {"ABLATE_P": 1}}}, folder)
+    return SimpleNamespace(root=root, build_cfg=build_cfg, kernel=kernel, base=base,
                            patched=patched)
 
 
 def test_header_edits_rebuild_through_the_depfile(tmp_path):
     p = stand_in(tmp_path)
-    first = build([p.base, p.patched], p.build_cfg, p.kernel_cfg, p.root)
+    first = build([p.base, p.patched], p.build_cfg, p.kernel, p.root)
     assert all(r.status == "built" and not r.cached for r in first.values()), first
     deps = subprocess.run([find_ninja(), "-f", str(tmp_path / "runs/build/build.ninja"), "-t",
                            "deps", str(first["p"].lib)], cwd=tmp_path, capture_output=True,
                           text=True, check=True).stdout
-    assert "patches/inner.h" in deps and "kernels/base/value.cuh" in deps
+    assert "other/inner.h" in deps and "kernels/tiny/base/value.cuh" in deps
 
-    assert all(r.cached for r in build([p.base, p.patched], p.build_cfg, p.kernel_cfg,
+    assert all(r.cached for r in build([p.base, p.patched], p.build_cfg, p.kernel,
                                        p.root).values())
-    # inner.h is not part of the hash (outside the include dirs): the depfile rebuilds it.
-    (tmp_path / "patches" / "inner.h").write_text("#define INNER 2\n")
-    again = build([p.base, p.patched], p.build_cfg, p.kernel_cfg, p.root)
+    # inner.h is not part of the hash (outside the kernel's folder): the depfile rebuilds it.
+    (tmp_path / "other" / "inner.h").write_text("#define INNER 2\n")
+    again = build([p.base, p.patched], p.build_cfg, p.kernel, p.root)
     assert again["p"].lib == first["p"].lib
     assert again["p"].status == "built" and not again["p"].cached
     assert again["none"].cached
@@ -192,10 +161,10 @@ def test_header_edits_rebuild_through_the_depfile(tmp_path):
 
 def test_a_failed_rebuild_keeps_the_earlier_library(tmp_path):
     p = stand_in(tmp_path)
-    first = build([p.base, p.patched], p.build_cfg, p.kernel_cfg, p.root)
+    first = build([p.base, p.patched], p.build_cfg, p.kernel, p.root)
     good = first["p"].lib.read_bytes()
-    (tmp_path / "patches" / "inner.h").write_text('#error "inner broke"\n')
-    again = build([p.base, p.patched], p.build_cfg, p.kernel_cfg, p.root)
+    (tmp_path / "other" / "inner.h").write_text('#error "inner broke"\n')
+    again = build([p.base, p.patched], p.build_cfg, p.kernel, p.root)
     assert again["p"].status == "build_failed"
     assert "inner broke" in again["p"].log
     assert first["p"].lib.read_bytes() == good  # the earlier library is intact
@@ -208,23 +177,23 @@ def test_the_library_name_hashes_every_input(tmp_path, monkeypatch):
 
     def path(variant=p.base, **build_changes):
         return library_path(variant, OmegaConf.merge(p.build_cfg, build_changes),
-                            p.kernel_cfg, p.root)
+                            p.kernel, p.root)
 
     base, patched = path(), path(p.patched)
     assert path() == base and len(base.stem) == 16
     names = {base, patched}
 
     other_macro = variant_from_cfg({"p": {"header": "patches/p.cuh",
-                                          "macros": {"ABLATE_P": 2}}}, p.root)
+                                          "macros": {"ABLATE_P": 2}}}, p.kernel.dir)
     names.add(path(other_macro))
     names.add(path(flags=["-std=c++17", "-O1"]))
     names.add(path(arch="sm_80"))
     with monkeypatch.context() as m:  # the same nvcc command, another nvcc release
         m.setattr(ablate.build, "nvcc_version", lambda nvcc: "Cuda compilation tools 99.9")
         names.add(path())
-    (tmp_path / "kernels" / "base" / "value.cuh").write_text("#define VALUE 2.0f\n")
-    names.add(path())  # a header under the include dirs
-    (tmp_path / "patches" / "p.cuh").write_text('#include "inner.h"\n// edited\n')
+    (p.kernel.dir / "base" / "value.cuh").write_text("#define VALUE 2.0f\n")
+    names.add(path())  # a header in the kernel's folder
+    (p.kernel.dir / "patches" / "p.cuh").write_text('#include "../../../other/inner.h"\n// edited\n')
     names.add(path(p.patched))  # the variant's own header
     assert len(names) == 8
 
@@ -234,24 +203,25 @@ def test_a_project_path_with_spaces_is_escaped(tmp_path):
     root = tmp_path / "a b"
     root.mkdir()
     p = stand_in(root)
-    results = build([p.base, p.patched], p.build_cfg, p.kernel_cfg, p.root)
+    results = build([p.base, p.patched], p.build_cfg, p.kernel, p.root)
     assert all(r.status == "built" for r in results.values()), results["p"].log
-    assert all(r.cached for r in build([p.base, p.patched], p.build_cfg, p.kernel_cfg,
+    assert all(r.cached for r in build([p.base, p.patched], p.build_cfg, p.kernel,
                                        p.root).values())
 
 
 def test_the_compile_command(tmp_path):
     p = stand_in(tmp_path)
     combined = variant_from_cfg({"p": {"header": "patches/p.cuh", "macros": {"ABLATE_P": 1}},
-                                 "q": {"macros": {"ABLATE_Q": "x_1"}}}, p.root)
-    command = compile_command(combined, p.build_cfg, p.kernel_cfg, "sm_90a")
-    assert command[0] == "nvcc" and command[-1] == "kernels/base/attention.cu"
+                                 "q": {"macros": {"ABLATE_Q": "x_1"}}}, p.kernel.dir)
+    command = compile_command(combined, p.build_cfg, p.kernel, "sm_90a", p.root)
+    assert command[0] == "nvcc" and command[-1] == "kernels/tiny/base/tiny.cu"
     assert command[command.index("-gencode") + 1] == "arch=compute_90a,code=sm_90a"
-    assert command[command.index("-include") + 1] == "patches/p.cuh"
-    assert {"-DABLATE_P=1", "-DABLATE_Q=x_1", "-DABLATE_PATHOLOGIES=p+q", "-Ikernels",
+    # The patch lies outside this project (ablate's): its absolute path reaches nvcc.
+    assert command[command.index("-include") + 1] == str(p.kernel.dir / "patches" / "p.cuh")
+    assert {"-DABLATE_P=1", "-DABLATE_Q=x_1", "-DABLATE_PATHOLOGIES=p+q", "-Ikernels/tiny",
             "-shared", "-fPIC", "-std=c++17"} <= set(command)
     assert "-v" == command[command.index("-Xptxas") + 1]
-    base = compile_command(p.base, p.build_cfg, p.kernel_cfg, "sm_80")
+    base = compile_command(p.base, p.build_cfg, p.kernel, "sm_80", p.root)
     assert "-DABLATE_PATHOLOGIES=" in base and "-include" not in base
     assert "arch=compute_80,code=sm_80" in base
 
@@ -275,10 +245,10 @@ def test_missing_nvcc_or_a_bad_flag_stops_the_build(tmp_path):
     p = stand_in(tmp_path)
     with pytest.raises(BuildError, match="build.nvcc"):
         build([p.base], OmegaConf.merge(p.build_cfg, {"nvcc": str(tmp_path / "no-nvcc")}),
-              p.kernel_cfg, p.root)
+              p.kernel, p.root)
     with pytest.raises(BuildError, match="bad nvcc argument"):
         build([p.base], OmegaConf.merge(p.build_cfg, {"flags": ["-O3\nrm -rf x"]}),
-              p.kernel_cfg, p.root)
+              p.kernel, p.root)
     assert not (tmp_path / "runs/build/build.ninja").exists()
 
 
@@ -286,10 +256,10 @@ def test_the_base_builds_for_every_ampere_and_ada_target_too(tmp_path):
     # Issue 2: one source for sm_80, sm_86, sm_89 and sm_90 (mma.sync only, shared memory
     # under sm_86/89's 99 KB per-block limit). sm_90 is built by the `built` fixture.
     cfg = OmegaConf.load(ROOT / "conf" / "config.yaml")
-    base = variant_from_cfg(OmegaConf.load(ROOT / "conf" / "pathology" / "none.yaml"), ROOT)
+    base = variant_from_cfg(OmegaConf.load(ROOT / "conf" / "pathology" / "none.yaml"), ATTENTION.dir)
     for arch in ("sm_80", "sm_86", "sm_89"):
         build_cfg = OmegaConf.merge(cfg.build, {"dir": str(tmp_path / arch), "arch": arch})
-        result = build([base], build_cfg, cfg.kernel, ROOT)[base.name]
+        result = build([base], build_cfg, ATTENTION, ROOT)[base.name]
         assert result.status == "built", f"{arch}:\n{result.log}"
         assert f"'sm_{arch[3:]}'" in result.log  # ptxas compiled for that target
         # Dynamic shared memory is checked only at launch: hold it to sm_86/89's limit here.
@@ -301,11 +271,11 @@ def test_a_combined_variant_carries_both_pathologies(tmp_path):
     # nvcc splits -D values at commas: -DABLATE_PATHOLOGIES=a,b would name only a (and
     # define a stray macro b). The names travel joined by "+".
     cfg = OmegaConf.load(ROOT / "conf" / "config.yaml")
-    both = OmegaConf.merge(*(OmegaConf.load(ROOT / "conf" / "pathology" / f"{n}.yaml")
+    both = OmegaConf.merge(*(OmegaConf.load(ATTENTION.conf / "pathology" / f"{n}.yaml")
                              for n in ("no_swizzle", "fp32_accum")))
-    variant = variant_from_cfg(both, ROOT)
+    variant = variant_from_cfg(both, ATTENTION.dir)
     build_cfg = OmegaConf.merge(cfg.build, {"dir": str(tmp_path), "arch": "sm_90"})
-    result = build([variant], build_cfg, cfg.kernel, ROOT)[variant.name]
+    result = build([variant], build_cfg, ATTENTION, ROOT)[variant.name]
     assert result.status == "built", result.log
     info = Kernel(result.lib).info()
     assert info["pathologies"] == ["fp32_accum", "no_swizzle"]

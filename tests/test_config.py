@@ -1,63 +1,88 @@
-"""Composing the app's config: every shape with every pathology, and bad input refused with
-a message that names the problem, before anything is built."""
+"""Composing the app's config: every kernel, every shape with every pathology, each kernel
+seeing its own configs only; and bad input refused with a message that names the problem,
+before anything is built or recorded."""
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from hydra.errors import MissingConfigException
 
-from ablate.shapes import validate_shape
+from ablate import plugins
+from ablate.__main__ import checked
 from ablate.timing import validate_bench
 from ablate.variant import variant_from_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
-CONF = ROOT / "conf"
-SHAPES = sorted(p.stem for p in (CONF / "shape").glob("*.yaml"))
-PATHOLOGIES = sorted(p.stem for p in (CONF / "pathology").glob("*.yaml"))
+KERNELS = {name: plugins.load(name) for name in ("attention", "rmsnorm")}
 
 
-@pytest.fixture(scope="module")
-def composer():
-    with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        yield lambda *overrides, **kw: compose("config", overrides=list(overrides), **kw)
-
-
-def test_defaults(composer):
-    cfg = composer()
+def test_defaults():
+    cfg = plugins.compose()
+    assert plugins.default_kernel() == "attention" and cfg.kernel.name == "attention"
+    assert cfg.kernel.experiment == "flash_attention_fwd"  # where the earlier sweeps are
     assert list(cfg.pathology) == ["none"]
     assert cfg.mode == "gpu"
     assert dict(cfg.shape) == {"batch": 4, "heads": 8, "seq": 512, "head_dim": 64, "causal": False}
-    assert cfg.bench.l2 == "cold" and cfg.bench.tolerance == 2e-3
-    assert list(cfg.bench.sdpa_backends) == ["flash", "cudnn"]
+    assert cfg.bench.l2 == "cold" and cfg.bench.tolerance is None and cfg.bench.peers is None
     validate_bench(cfg.bench)
-    hydra_cfg = composer(return_hydra_config=True).hydra
+    plugin, shape, variant, peers = checked(cfg)
+    assert plugin.name == "attention" and variant.is_base
+    assert peers == ["sdpa_flash", "sdpa_cudnn"]
+    hydra_cfg = plugins.compose(return_hydra_config=True).hydra
     assert hydra_cfg.callbacks.sweep_setup._target_ == "ablate.callbacks.SweepSetup"
 
 
-def test_every_shape_with_every_pathology(composer):
-    assert "none" in PATHOLOGIES and len(PATHOLOGIES) >= 2 and len(SHAPES) == 20
-    for shape in SHAPES:
-        for pathology in PATHOLOGIES:
-            cfg = composer(f"shape={shape}", f"pathology={pathology}")
-            validate_shape(cfg.shape, cfg.kernel.head_dims)
-            variant = variant_from_cfg(cfg.pathology, ROOT)
-            assert variant.name == pathology, f"shape={shape} pathology={pathology}"
+def test_rmsnorm_defaults():
+    cfg = plugins.compose("rmsnorm", return_hydra_config=True)
+    assert cfg.kernel.name == "rmsnorm" and cfg.hydra.runtime.choices.shape == "r16k_h8k"
+    plugin, shape, variant, peers = checked(cfg)
+    assert shape == {"rows": 16384, "hidden": 8192, "dtype": "fp16", "eps": 1e-6}
+    assert peers == ["torch_eager", "torch_compile"]
 
 
-def test_combined_pathologies_merge(composer):
-    a, b = [p for p in PATHOLOGIES if p != "none"][:2]
-    cfg = composer(f"pathology=[{b},{a}]")
-    assert set(cfg.pathology) == {a, b}
-    assert variant_from_cfg(cfg.pathology, ROOT).name == f"{a}+{b}"
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_every_shape_with_every_pathology(kernel):
+    plugin = KERNELS[kernel]
+    shapes, pathologies = plugin.options("shape"), plugin.options("pathology")
+    assert "none" in pathologies and len(pathologies) >= 7 and shapes
+    for shape in shapes:
+        for pathology in pathologies:
+            cfg = plugins.compose(kernel, [f"shape={shape}", f"pathology={pathology}"])
+            assert checked(cfg)[2].name == pathology, f"{kernel}: shape={shape} pathology={pathology}"
 
 
-@pytest.mark.parametrize("group, choices", [("shape", SHAPES), ("pathology", PATHOLOGIES)])
-def test_unknown_choice_names_the_choices(composer, group, choices):
+def test_glob_sees_the_chosen_kernels_configs_and_no_others():
+    """What `pathology=glob(*)` and `shape=glob(*)` expand to: the options Hydra's config
+    loader lists for the group, with the kernel's conf on the search path."""
+    for name, plugin in KERNELS.items():
+        plugins.compose(name)  # leaves the kernel shown to Hydra, as the app's start does
+        with plugins_initialized():
+            loader = GlobalHydra.instance().config_loader()
+            assert loader.get_group_options("pathology") == plugin.options("pathology")
+            assert loader.get_group_options("shape") == plugin.options("shape")
+    assert not set(KERNELS["attention"].options("shape")) & set(KERNELS["rmsnorm"].options("shape"))
+
+
+def plugins_initialized():
+    from hydra import initialize_config_dir
+
+    return initialize_config_dir(config_dir=str(plugins.CONF), version_base=None)
+
+
+def test_combined_pathologies_merge():
+    cfg = plugins.compose("attention", ["pathology=[no_swizzle,fp32_accum]"])
+    assert set(cfg.pathology) == {"fp32_accum", "no_swizzle"}
+    assert variant_from_cfg(cfg.pathology, KERNELS["attention"].dir).name == "fp32_accum+no_swizzle"
+
+
+@pytest.mark.parametrize("group", ["shape", "pathology"])
+def test_unknown_choice_names_the_choices(group):
+    choices = KERNELS["rmsnorm"].options(group)
     with pytest.raises(MissingConfigException) as err:
-        composer(f"{group}=no_such_thing")
+        plugins.compose("rmsnorm", [f"{group}=no_such_thing"])
     text = str(err.value)
     assert f"Could not find '{group}/no_such_thing'" in text
     assert all(f"\t{c}\n" in text for c in choices)
@@ -75,17 +100,31 @@ def run_app(tmp_path, *args):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["shape.head_dim=96"], r"ablate: shape: head_dim=96 is not built; kernel.head_dims is [64, 128]"),
+        (["shape.head_dim=96"], "ablate: shape: head_dim=96 is not built; the attention kernel has [64, 128]"),
         (["shape.seq=0"], "ablate: shape: seq must be >= 1"),
         (["shape=s4k", "shape.batch=-2"], "ablate: shape: batch must be >= 1"),
+        (["kernel=rmsnorm", "shape.hidden=100"], "ablate: shape: hidden must be a multiple of 8"),
+        (["kernel=rmsnorm", "shape.dtype=fp8"], "ablate: shape: dtype must be one of ['fp16', 'bf16']"),
         (["bench.l2=hot"], "ablate: bench.l2 must be cold or warm, got 'hot'"),
-        (["bench.sdpa_backends=[flash,fast]"], "ablate: bench.sdpa_backends: unknown ['fast']"),
+        (["bench.peers=[sdpa_flash,fast]"],
+         "ablate: bench.peers: unknown ['fast']; the attention kernel's peers are ['sdpa_flash',"),
+        (["kernel=rmsnorm", "bench.peers=[sdpa_flash]"],
+         "ablate: bench.peers: unknown ['sdpa_flash']; the rmsnorm kernel's peers are ['torch_eager', "),
         (["mode=fast"], "ablate: mode must be one of ['gpu', 'static'], got 'fast'"),
         (["bench.min_effect=2"], "ablate: bench.min_effect must be a number in [0, 1), got 2"),
         (["-m", "pathology=glob(*)", "shape.head_dim=96"], "ablate: shape: head_dim=96 is not built"),
+        (["kernel=nope"], "ablate: unknown kernel 'nope'"),
+        (["-m", "kernel=attention,rmsnorm"], "ablate: kernel=attention,rmsnorm: one kernel per run"),
+        (["kernel=rmsnorm", "pathology=no_swizzle"],
+         "ablate: pathology 'no_swizzle' belongs to kernel 'attention' ("),
+        (["-m", "kernel=rmsnorm", "pathology=none,fp32_accum"],
+         "ablate: pathology 'fp32_accum' belongs to kernel 'attention' ("),
+        (["shape=r16_h4k"], "ablate: shape 'r16_h4k' belongs to kernel 'rmsnorm' ("),
     ],
-    ids=["head_dim_96", "seq_0", "batch_negative", "l2", "sdpa_backend", "mode", "min_effect",
-         "multirun_head_dim"],
+    ids=["head_dim_96", "seq_0", "batch_negative", "hidden_100", "dtype_fp8", "l2", "peer",
+         "peer_of_another_kernel", "mode", "min_effect", "multirun_head_dim", "unknown_kernel",
+         "kernel_sweep", "pathology_of_another_kernel", "swept_pathology_of_another_kernel",
+         "shape_of_another_kernel"],
 )
 def test_bad_input_stops_before_any_build(tmp_path, args, message):
     proc = run_app(tmp_path, *args)
@@ -94,6 +133,18 @@ def test_bad_input_stops_before_any_build(tmp_path, args, message):
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "build").exists(), "something was built despite the bad input"
     assert not (tmp_path / "mlflow.db").exists(), "something was recorded despite the bad input"
+
+
+def test_another_kernels_pathology_names_both_kernels(tmp_path):
+    text = run_app(tmp_path, "kernel=rmsnorm", "pathology=no_swizzle").stderr
+    assert "not to 'rmsnorm', the kernel of this run (kernel=rmsnorm)" in text
+    assert "rmsnorm's pathology options: " in text and "none" in text
+
+
+def test_unknown_kernel_lists_the_kernels(tmp_path):
+    text = run_app(tmp_path, "kernel=nope").stderr
+    assert "Available options in 'kernel':" in text
+    assert "\tattention\t(" in text and "\trmsnorm\t(" in text
 
 
 def test_unknown_shape_from_the_command_line(tmp_path):

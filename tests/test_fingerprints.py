@@ -1,17 +1,18 @@
-"""Every pathology changes the machine code the way its yaml says (issue 4), checked on
-real nvcc builds without a GPU; and what fails is reported by the pathology's name."""
+"""Every pathology of every kernel changes the machine code the way its yaml says (issue 4),
+checked on real nvcc builds without a GPU; and what fails is reported by the pathology's name."""
 import pytest
 
 from ablate import fingerprint, static
 from ablate.variant import Variant, VariantError, variant_from_cfg
-from test_build import PATHOLOGIES, ROOT, built  # noqa: F401  (the session's build)
+from test_build import ATTENTION, EVERY_PATHOLOGY
 
-REAL = [p for p in PATHOLOGIES if p != "none"]
+REAL = [(k, p) for k, p in EVERY_PATHOLOGY if p != "none"]
+KERNEL_DIR = ATTENTION.dir
 
 
 def analyse(built, name):
     report = built.sass(name)
-    return static.static_metrics(built.results[name], None, report), report["text"]
+    return static.static_metrics(built.results[name], built.plugin.spec, None, report), report["text"]
 
 
 def problems_of(built, variant):
@@ -20,26 +21,35 @@ def problems_of(built, variant):
     return fingerprint.check(variant, metrics, base_metrics, text, base_text)
 
 
-@pytest.mark.parametrize("name", REAL)
-def test_the_pathology_fingerprint_holds(built, name):
+@pytest.mark.parametrize("kernel, name", REAL)
+def test_the_pathology_fingerprint_holds(built_kernels, kernel, name):
+    built = built_kernels[kernel]
     if name in built.errors:
         pytest.fail(str(built.errors[name]))
     variant = built.variants[name]
-    assert variant.specs[name].get("fingerprint"), f"{name} declares no fingerprint"
+    assert variant.specs[name].get("fingerprint"), f"{kernel}/{name} declares no fingerprint"
     assert problems_of(built, variant) == []
 
 
-@pytest.mark.parametrize("name", REAL)
-def test_the_pathology_sass_differs_from_the_base(built, name):
+@pytest.mark.parametrize("kernel, name", REAL)
+def test_the_pathology_sass_differs_from_the_base(built_kernels, kernel, name):
+    built = built_kernels[kernel]
     if name in built.errors:
         pytest.fail(str(built.errors[name]))
     assert built.sass(name)["text"] != built.sass("none")["text"]
 
 
+@pytest.mark.parametrize("kernel, name", REAL)
+def test_the_pathology_states_its_mechanism_and_prediction(built_kernels, kernel, name):
+    spec = built_kernels[kernel].variants[name].specs[name]
+    for field in ("seam", "mechanism", "expected"):
+        assert spec.get(field), f"{kernel}/{name}: no {field}"
+
+
 def test_a_failing_fingerprint_is_reported_by_name_with_the_numbers(built):
     spec = dict(built.variants["extra_syncthreads"].specs["extra_syncthreads"],
                 fingerprint={"sass.bar": "decreases", "sass.ldsm": "same"})
-    variant = variant_from_cfg({"extra_syncthreads": spec}, ROOT)
+    variant = variant_from_cfg({"extra_syncthreads": spec}, KERNEL_DIR)
     metrics, _ = analyse(built, "extra_syncthreads")
     base_metrics, _ = analyse(built, "none")
     problems = problems_of(built, variant)
@@ -70,7 +80,7 @@ def test_the_base_has_nothing_to_check(built):
 def test_combined_pathologies_check_each_fingerprint(built):
     combined = variant_from_cfg({**{n: built.variants[n].specs[n] for n in ("fp32_accum",)},
                                  "unfingerprinted": built.variants["unfingerprinted"].specs[
-                                     "unfingerprinted"]}, ROOT)
+                                     "unfingerprinted"]}, KERNEL_DIR)
     # Numbers of fp32_accum's own build stand in for the pair's: only the names matter here.
     metrics, text = analyse(built, "fp32_accum")
     base_metrics, base_text = analyse(built, "none")
@@ -113,8 +123,11 @@ def test_fingerprint_rules(rule, value, base, ok):
 ])
 def test_a_malformed_fingerprint_is_an_error_naming_the_pathology(bad, message):
     with pytest.raises(VariantError, match=f"pathology 'p': fingerprint: .*{message}"):
-        variant_from_cfg({"p": {"macros": {"ABLATE_P": 1}, "fingerprint": bad}}, ROOT)
+        variant_from_cfg({"p": {"macros": {"ABLATE_P": 1}, "fingerprint": bad}}, KERNEL_DIR)
 
 
-def test_per_head_dim_metrics_are_known():
-    fingerprint.validate({"d64.regs": "increases", "d128.sass.ldsm": "same"})
+def test_per_config_metrics_are_known():
+    fingerprint.validate({"d64.regs": "increases", "d128.sass.ldsm": "same",
+                          "fp16_h8k.sass.ldg_128": "zero"})
+    with pytest.raises(ValueError, match="unknown metric 'sass.x.regs'"):
+        fingerprint.validate({"sass.x.regs": "same"})

@@ -10,9 +10,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from ablate import plugins  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
-PATHOLOGIES = sorted((p.stem for p in (ROOT / "conf" / "pathology").glob("*.yaml")),
-                     key=lambda n: n != "none")  # the base first
+ATTENTION = plugins.load("attention")
+PATHOLOGIES = sorted(ATTENTION.options("pathology"), key=lambda n: n != "none")  # the base first
+forward = ATTENTION.spec.forward  # the kernel on torch tensors, checked
 TOLERANCE = 2e-3  # ||o - ref|| / ||ref||, issue 2
 # Per query row, the same ratio may be a few times the global one by chance, not 5x: a row
 # that is wrong on its own (a tail row, a masked-out block) stands out here even when it
@@ -32,16 +35,14 @@ pytestmark = pytest.mark.gpu
 @pytest.fixture(scope="session")
 def builds():
     """Every pathology and the base, built once per session in one parallel ninja run."""
-    from hydra import compose, initialize_config_dir
     from ablate.build import build
     from ablate.variant import variant_from_cfg
 
     assert "none" in PATHOLOGIES, "conf/pathology/none.yaml (the base) is missing"
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfgs = {n: compose("config", overrides=[f"pathology={n}"]) for n in PATHOLOGIES}
-    variants = {n: variant_from_cfg(c.pathology) for n, c in cfgs.items()}
+    cfgs = {n: plugins.compose("attention", [f"pathology={n}"]) for n in PATHOLOGIES}
+    variants = {n: variant_from_cfg(c.pathology, ATTENTION.dir) for n, c in cfgs.items()}
     cfg = cfgs["none"]
-    results = build(list(variants.values()), cfg.build, cfg.kernel, ROOT)
+    results = build(list(variants.values()), cfg.build, ATTENTION, ROOT)
     return {n: results[v.name] for n, v in variants.items()}
 
 
@@ -56,7 +57,7 @@ def kernels(builds):
             result = builds[name]
             if result.status != "built":
                 pytest.fail(f"{name} failed to build:\n{result.log}")
-            loaded[name] = Kernel(result.lib)
+            loaded[name] = Kernel(result.lib, ATTENTION.spec)
         return loaded[name]
     return get
 
@@ -120,7 +121,7 @@ def assert_matches(o, ref, what):
 
 def run(kernel, q, k, v, causal, scale):
     o = poisoned(q)
-    kernel.forward(q, k, v, o, causal, scale)
+    forward(kernel, q, k, v, o, causal, scale)
     torch.cuda.synchronize()
     return o
 
@@ -185,14 +186,14 @@ def test_non_default_stream_and_graph(kernels, gen, name, D):
     with torch.cuda.stream(side):
         q, k, v = inputs(gen, 2, 3, 513, D)
         o = poisoned(q)
-        kernel.forward(q, k, v, o, False, scale)
+        forward(kernel, q, k, v, o, False, scale)
     side.synchronize()
     ref = reference(q, k, v, False, scale)
     assert_matches(o, ref, f"{name} D={D} on a side stream")
 
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        kernel.forward(q, k, v, o, False, scale)
+        forward(kernel, q, k, v, o, False, scale)
     o.fill_(float("nan"))
     graph.replay()
     torch.cuda.synchronize()

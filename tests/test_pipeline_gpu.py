@@ -12,10 +12,20 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ablate.check import check, reference  # noqa: E402
+from ablate import plugins  # noqa: E402
+from ablate.check import check  # noqa: E402
 from ablate.kernel import Kernel, KernelError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+ATTENTION = plugins.load("attention")
+SPEC = ATTENTION.spec
+forward = SPEC.forward
+
+
+def reference(q, k, v, causal, scale):
+    shape = {"batch": q.shape[0], "heads": q.shape[1], "seq": q.shape[2], "head_dim": q.shape[3],
+             "causal": causal, "scale": scale}
+    return SPEC.reference({"q": q, "k": k, "v": v}, shape)["o"]
 SMALL = {"batch": 2, "heads": 3, "seq": 300, "head_dim": 64, "causal": False}
 
 pytestmark = pytest.mark.gpu
@@ -28,15 +38,13 @@ def build_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def base(build_dir):
-    from hydra import compose, initialize_config_dir
     from ablate.build import build
     from ablate.variant import variant_from_cfg
 
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose("config", overrides=["pathology=none", f"build.dir={build_dir}"])
-    result = build([variant_from_cfg(cfg.pathology)], cfg.build, cfg.kernel, ROOT)["none"]
+    cfg = plugins.compose("attention", ["pathology=none", f"build.dir={build_dir}"])
+    result = build([variant_from_cfg(cfg.pathology, ATTENTION.dir)], cfg.build, ATTENTION, ROOT)["none"]
     assert result.ok, result.log
-    return Kernel(result.lib)
+    return Kernel(result.lib, SPEC)
 
 
 def tensors(*shape, dtype=torch.float16, device="cuda"):
@@ -46,21 +54,21 @@ def tensors(*shape, dtype=torch.float16, device="cuda"):
 def test_wrapper_refuses_bad_tensors(base):
     q, k, v, o = tensors(1, 2, 64, 64)
     with pytest.raises(TypeError, match="q must be float16"):
-        base.forward(q.float(), k, v, o, False)
+        forward(base, q.float(), k, v, o, False)
     with pytest.raises(ValueError, match="k must be contiguous"):
-        base.forward(q, k.transpose(2, 3), v, o, False)
+        forward(base, q, k.transpose(2, 3), v, o, False)
     with pytest.raises(ValueError, match=r"v has shape \(1, 2, 32, 64\)"):
-        base.forward(q, k, v[:, :, :32].contiguous(), o, False)
+        forward(base, q, k, v[:, :, :32].contiguous(), o, False)
     with pytest.raises(ValueError, match="o is on cpu"):
-        base.forward(q, k, v, o.cpu(), False)
+        forward(base, q, k, v, o.cpu(), False)
     with pytest.raises(ValueError, match=r"must be \(B, H, S, D\)"):
-        base.forward(q[0], k[0], v[0], o[0], False)
+        forward(base, q[0], k[0], v[0], o[0], False)
 
 
 def test_wrapper_names_the_cuda_error(base):
     q, k, v, o = tensors(1, 2, 64, 96)  # D=96 is not compiled in
     with pytest.raises(KernelError, match=r"cudaErrorInvalidValue \(1\)") as err:
-        base.forward(q, k, v, o, False)
+        forward(base, q, k, v, o, False)
     assert err.value.code == 1
 
 
@@ -70,7 +78,7 @@ def test_wrapper_runs_on_the_current_stream(base):
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         o.fill_(float("nan"))
-        base.forward(q, k, v, o, True)
+        forward(base, q, k, v, o, True)
     side.synchronize()
     ref = reference(q, k, v, True, 1 / 8)
     assert float(torch.linalg.vector_norm(o.float() - ref) / torch.linalg.vector_norm(ref)) < 2e-3
@@ -78,14 +86,15 @@ def test_wrapper_runs_on_the_current_stream(base):
 
 class Scaled:
     """A stand-in kernel: the float32 reference times `factor`, with `unwritten` rows left alone."""
+    spec = SPEC
 
     def __init__(self, factor=1.0, unwritten=0):
         self.factor, self.unwritten = factor, unwritten
 
-    def forward(self, q, k, v, o, causal, scale):
-        out = reference(q, k, v, causal, scale) * self.factor
-        rows = q.shape[2] - self.unwritten
-        o[:, :, :rows] = out[:, :, :rows].half()
+    def __call__(self, tensors, shape):
+        out = SPEC.reference(tensors, shape)["o"] * self.factor
+        rows = shape["seq"] - self.unwritten
+        tensors["o"][:, :, :rows] = out[:, :, :rows].half()
 
 
 def test_gate_passes_the_base_and_catches_wrong_outputs(base):
@@ -104,21 +113,20 @@ def test_timing_protocol(base):
     from ablate import timing
 
     shape = SMALL
-    sets = timing.make_inputs(shape, 3, 0, "cuda")
+    sets = timing.make_inputs(SPEC, shape, 3, 0, "cuda")
     bench = {"samples": 12, "warmup": 2, "min_sample_us": 500}
-    candidates = {"base": timing.kernel_launcher(base, sets, False),
-                  "again": timing.kernel_launcher(base, sets, False)}
-    sdpa, skipped = timing.sdpa_launchers(sets, False, ["flash"])
-    candidates.update({f"sdpa_{n}": launch for n, launch in sdpa.items()})
-    samples, launches, dropped = timing.measure(candidates, 3, bench,
-                                                optional=[f"sdpa_{n}" for n in sdpa])
+    candidates = {"base": timing.kernel_launcher(base, sets, shape),
+                  "again": timing.kernel_launcher(base, sets, shape)}
+    peers, skipped = timing.peer_launchers(SPEC, sets, shape, ["sdpa_flash"])
+    candidates.update(peers)
+    samples, launches, dropped = timing.measure(candidates, 3, bench, optional=list(peers))
     assert set(samples) == set(candidates) - set(dropped)
     for name, times in samples.items():
         assert times.shape == (12,) and (times > 0).all(), name
         # One replay (launches x per-launch time) lasts at least about min_sample_us.
         assert launches[name] * float(times.mean()) > 0.8 * 500, (name, launches[name], times)
     # The kernel wrote every output of every set it cycled through.
-    assert all(not torch.isnan(o).any() for _, _, _, o in sets)
+    assert all(not torch.isnan(s["o"]).any() for s in sets)
 
 
 def test_sweep_with_a_faulting_and_a_wrong_variant(tmp_path, build_dir):
@@ -159,13 +167,16 @@ def test_sweep_with_a_faulting_and_a_wrong_variant(tmp_path, build_dir):
         run = jobs[name]
         assert run.data.tags["status"] == "ok", run.data.tags.get("error")
         m, p = run.data.metrics, run.data.params
-        for who in ("base", "variant", "sdpa"):
+        for who in ("base", "variant", "peer", "sdpa_flash", "sdpa_cudnn"):
             assert 0 < m[f"{who}_us_p10"] <= m[f"{who}_us"] <= m[f"{who}_us_p90"], who
-            assert m[f"{who}_tflops"] > 0
+            assert m[f"{who}_tflops"] > 0 and m[f"{who}_gbps"] > 0
         assert m["slowdown_lo"] <= m["slowdown"] <= m["slowdown_hi"]
         assert m["significant"] in (0, 1)
         assert m["rel_err"] < 2e-3 and m["regs"] > 0 and m["smem_bytes"] > 0 and m["variant_gbps"] > 0
-        assert p["gpu"] and p["torch"] == torch.__version__ and p["sdpa_backend"] == "flash"
+        assert p["gpu"] and p["torch"] == torch.__version__ and p["peer"] == "sdpa_flash"
+        assert p["kernel"] == "attention" and p["bound"] == "compute" and p["shape_label"] == "B=4 H=8 S=512 D=64"
+        # Held to the FP16 matmul rate measured on this GPU: a fraction, and a sane one.
+        assert 100 < m["peak_tflops"] < 2000 and 0 < m["base_peak_fraction"] < 1
         assert "throttle_before" in p or "gpu_state_before" in p
         path = client.download_artifacts(run.info.run_id, "samples.json", str(tmp_path / name))
         samples = json.loads(Path(path).read_text())

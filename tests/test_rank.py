@@ -3,6 +3,7 @@ jobs, a static sweep at the same commit, and an older sweep to pick by id."""
 import os
 import shutil
 import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -27,9 +28,9 @@ STATIC_CHANGES = {
 OLD, TIMED, STATIC = "2025-01-30/09-00-00", "2025-01-31/10-00-00", "2025-01-31/11-00-00"
 
 
-def job_cfg(name, shape, mode):
+def job_cfg(name, shape, mode, kernel=("attention", "flash_attention_fwd")):
     return OmegaConf.create({
-        "mode": mode, "kernel": {"name": "flash_attention_fwd"}, "build": {"arch": "sm_90"},
+        "mode": mode, "kernel": {"name": kernel[0], "experiment": kernel[1]}, "build": {"arch": "sm_90"},
         "shape": {"name": shape},
         "pathology": {name: {"header": None, "macros": {} if name == "none" else {f"ABLATE_{name.upper()}": 1},
                              "mechanism": f"{name} defeats something", "expected": f"{name} costs something"}},
@@ -43,10 +44,10 @@ def timed(s):
                         "slowdown_hi": hi, "significant": int(lo > 1 or hi < 1)}}
 
 
-def sweep(sweep_id, mode, jobs, root):
-    parent = tracking.start_sweep(job_cfg("none", "s512", mode), root / "runs/hydra/multirun" / sweep_id)
+def sweep(sweep_id, mode, jobs, root, kernel=("attention", "flash_attention_fwd")):
+    parent = tracking.start_sweep(job_cfg("none", "s512", mode, kernel), root / "runs/hydra/multirun" / sweep_id)
     for name, shape, result in jobs:
-        tracking.log_job(job_cfg(name, shape, mode), result, parent)
+        tracking.log_job(job_cfg(name, shape, mode, kernel), result, parent)
     tracking.end_sweep(parent, "FINISHED")
     return parent
 
@@ -83,8 +84,8 @@ def section(text, title):
 
 def test_ranking_of_the_latest_sweeps(store, tmp_path):
     text = rank.rank(out=tmp_path)
-    assert text.startswith(f"Sweep {STATIC} (mode static")
-    assert f"Beside it, sweep {TIMED} (mode gpu" in text
+    assert text.startswith(f"Sweep {STATIC} (kernel attention, mode static")
+    assert f"Beside it, sweep {TIMED} (kernel attention, mode gpu" in text
     rows = section(text, "Ranking")[1:]
     order = {shape: [r.split()[1] for r in rows if r.split()[2] == shape] for shape in SHAPES}
     assert order == {shape: list(PLANTED) for shape in SHAPES}  # worst first
@@ -137,7 +138,7 @@ def test_another_sweep_by_id(store, tmp_path):
     assert (tmp_path / "plots" / "heatmap.png").exists()
     for wanted in (OLD, store["old_parent"]):
         text = rank.rank(sweep=wanted, out=tmp_path)
-        assert text.startswith(f"Sweep {OLD} (mode gpu")
+        assert text.startswith(f"Sweep {OLD} (kernel attention, mode gpu")
         rows = section(text, "Ranking")[1:]
         assert [r.split()[:3] for r in rows] == [["1", "no_swizzle", "s512"], ["2", "none", "s512"]]
         assert "1.050x [1.029, 1.071]" in rows[0]
@@ -152,6 +153,26 @@ def test_unknown_sweep_is_a_clear_message(store, capsys):
     assert "Traceback" not in err
 
 
+def test_the_latest_sweep_of_any_kernel_or_of_the_one_named(tmp_path, monkeypatch, project_root, capsys):
+    """Each kernel logs to its own experiment: `make rank` takes the latest sweep of any of
+    them, `--kernel` (KERNEL=name make rank) the latest of one."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    sweep("2025-02-01/10-00-00", "gpu", [("none", "r16_h4k", timed(1.0)), ("scalar_loads", "r16_h4k", timed(1.4))],
+          project_root, kernel=("rmsnorm", "rmsnorm_fwd"))
+    sweep("2025-02-01/11-00-00", "gpu", [("none", "s512", timed(1.0)), ("no_swizzle", "s512", timed(2.2))],
+          project_root)
+    latest = rank.rank(out=tmp_path)
+    assert latest.startswith("Sweep 2025-02-01/11-00-00 (kernel attention, mode gpu")
+    assert "no_swizzle" in latest and "scalar_loads" not in latest
+    text = rank.rank(kernel="rmsnorm", out=tmp_path)
+    assert text.startswith("Sweep 2025-02-01/10-00-00 (kernel rmsnorm, mode gpu")
+    assert "1.400x" in "\n".join(section(text, "Ranking")) and "no_swizzle" not in text
+    assert rank.rank(sweep="2025-02-01/10-00-00", out=tmp_path).startswith("Sweep 2025-02-01/10-00-00 (kernel rmsnorm")
+    from mlflow import MlflowClient
+    names = {e.name for e in MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").search_experiments()}
+    assert {"rmsnorm_fwd", "flash_attention_fwd"} <= names
+
+
 def test_empty_stores_are_clear_messages(tmp_path, monkeypatch, capsys):
     db = tmp_path / "mlflow.db"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{db}")
@@ -162,25 +183,29 @@ def test_empty_stores_are_clear_messages(tmp_path, monkeypatch, capsys):
     from mlflow import MlflowClient
     MlflowClient(f"sqlite:///{db}").create_experiment("something_else")
     assert rank.main([]) == 1
+    assert f"rank: no sweep in sqlite:///{db}" in capsys.readouterr().err
+    assert rank.main(["--experiment", "flash_attention_fwd"]) == 1
     assert "rank: no experiment 'flash_attention_fwd'" in capsys.readouterr().err
 
     tracking.log_job(job_cfg("none", "s512", "gpu"), timed(1.0))  # a single run, no sweep
     assert rank.main([]) == 1
-    assert "has no sweep" in capsys.readouterr().err
+    assert "rank: no sweep in" in capsys.readouterr().err
+    assert rank.main(["--kernel", "rmsnorm"]) == 1
+    assert "rank: no sweep of kernel 'rmsnorm' in" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_rank(store, project_root):
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{store['folder'] / 'mlflow.db'}"}
     env.pop("SWEEP", None)
-    proc = subprocess.run(["make", "-s", "rank"], cwd=project_root, env=env, capture_output=True, text=True,
+    proc = subprocess.run(["make", "-s", "rank", f"PYTHON={sys.executable}"], cwd=project_root, env=env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "Ranking" in proc.stdout and "Static analysis" in proc.stdout
     for f in ["rank.csv", "rank.md", "plots/heatmap.png"]:  # beside the store it read
         assert (store["folder"] / f).exists()
 
-    proc = subprocess.run(["make", "-s", "rank", "SWEEP=nope"], cwd=project_root, env=env,
+    proc = subprocess.run(["make", "-s", "rank", "SWEEP=nope", f"PYTHON={sys.executable}"], cwd=project_root, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
     assert "rank: unknown sweep 'nope'" in proc.stderr and "Traceback" not in proc.stderr

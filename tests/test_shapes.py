@@ -1,19 +1,21 @@
-"""Shape configs (conf/shape/) and their validation."""
-from pathlib import Path
-
+"""Shape configs (each kernel's conf/shape/) and their validation by the kernel's spec."""
 import pytest
 from omegaconf import OmegaConf
 
-from ablate.shapes import bytes_moved, flops, validate_shape
+from ablate import plugins
 
-ROOT = Path(__file__).resolve().parents[1]
-SHAPE_DIR = ROOT / "conf" / "shape"
-HEAD_DIMS = [64, 128]
+ATTENTION = plugins.load("attention")
+RMSNORM = plugins.load("rmsnorm")
 GOOD = {"batch": 4, "heads": 8, "seq": 512, "head_dim": 64, "causal": False}
+GOOD_RMS = {"rows": 16, "hidden": 4096, "dtype": "fp16", "eps": 1e-6}
 
 
-def names(pattern):
-    return sorted(p.stem for p in SHAPE_DIR.glob(f"{pattern}.yaml"))
+def names(plugin, pattern):
+    return sorted(p.stem for p in (plugin.conf / "shape").glob(f"{pattern}.yaml"))
+
+
+def load(plugin, name):
+    return OmegaConf.to_container(OmegaConf.load(plugin.conf / "shape" / f"{name}.yaml"))
 
 
 def test_issue_shapes_have_their_sizes():
@@ -22,29 +24,35 @@ def test_issue_shapes_have_their_sizes():
     for name, (b, h, s) in expected.items():
         for suffix, d, causal in (("", 64, False), ("_causal", 64, True), ("_d128", 128, False),
                                   ("_d128_causal", 128, True)):
-            cfg = OmegaConf.load(SHAPE_DIR / f"{name}{suffix}.yaml")
-            assert OmegaConf.to_container(cfg) == {"batch": b, "heads": h, "seq": s, "head_dim": d,
-                                                   "causal": causal}, f"{name}{suffix}"
+            assert load(ATTENTION, f"{name}{suffix}") == {"batch": b, "heads": h, "seq": s, "head_dim": d,
+                                                          "causal": causal}, f"{name}{suffix}"
 
 
 def test_globs_pick_families():
-    assert len(names("*")) == 20
-    assert names("*_d128*") == [n for n in names("*") if "_d128" in n] and len(names("*_d128*")) == 10
-    assert all(OmegaConf.load(SHAPE_DIR / f"{n}.yaml").causal for n in names("*causal"))
-    assert len(names("*causal")) == 10
-    assert names("s4k*") == ["s4k", "s4k_causal", "s4k_d128", "s4k_d128_causal"]
+    assert len(names(ATTENTION, "*")) == 20
+    assert len(names(ATTENTION, "*_d128*")) == 10
+    assert all(load(ATTENTION, n)["causal"] for n in names(ATTENTION, "*causal"))
+    assert len(names(ATTENTION, "*causal")) == 10
+    assert names(ATTENTION, "s4k*") == ["s4k", "s4k_causal", "s4k_d128", "s4k_d128_causal"]
+    # rmsnorm: r<rows>_h<hidden>[_bf16], from a decode step to the large shape of issue 9
+    assert names(RMSNORM, "r16_*") == ["r16_h4k", "r16_h4k_bf16"]
+    assert names(RMSNORM, "*bf16") == ["r16_h4k_bf16", "r16k_h8k_bf16"]
+    assert load(RMSNORM, "r16_h4k") == {**GOOD_RMS}
+    assert load(RMSNORM, "r16k_h8k") == {**GOOD_RMS, "rows": 16384, "hidden": 8192}
 
 
-@pytest.mark.parametrize("name", names("*"))
-def test_every_shape_file_is_valid(name):
-    shape = validate_shape(OmegaConf.load(SHAPE_DIR / f"{name}.yaml"), HEAD_DIMS)
-    assert set(shape) == {"batch", "heads", "seq", "head_dim", "causal"}
+@pytest.mark.parametrize("plugin, name", [(p, n) for p in (ATTENTION, RMSNORM) for n in names(p, "*")],
+                         ids=lambda x: getattr(x, "name", x))
+def test_every_shape_file_is_valid(plugin, name):
+    shape = plugin.spec.validate_shape(load(plugin, name))
+    assert tuple(shape) == plugin.spec.FIELDS
+    assert plugin.spec.bytes_moved(shape) > 0 and plugin.spec.flops(shape) > 0
 
 
 @pytest.mark.parametrize(
     "change, message",
     [
-        ({"head_dim": 96}, r"head_dim=96 is not built; kernel.head_dims is \[64, 128\]"),
+        ({"head_dim": 96}, r"head_dim=96 is not built; the attention kernel has \[64, 128\]"),
         ({"seq": 0}, "seq must be >= 1"),
         ({"batch": -1}, "batch must be >= 1"),
         ({"heads": 0}, "heads must be >= 1"),
@@ -57,22 +65,42 @@ def test_every_shape_file_is_valid(name):
 )
 def test_bad_shape_is_a_clear_error(change, message):
     with pytest.raises(ValueError, match=message):
-        validate_shape({**GOOD, **change}, HEAD_DIMS)
+        ATTENTION.spec.validate_shape({**GOOD, **change})
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"hidden": 100}, "hidden must be a multiple of 8"),
+        ({"hidden": 16392}, "hidden must be an integer from 1 to 16384"),
+        ({"hidden": 0}, "hidden must be an integer from 1 to 16384"),
+        ({"rows": 0}, "rows must be an integer from 1 to 2147483647"),
+        ({"rows": 2**31}, "rows must be an integer from 1"),
+        ({"rows": 16.0}, "rows must be an integer"),
+        ({"dtype": "fp32"}, r"dtype must be one of \['fp16', 'bf16'\], got 'fp32'"),
+        ({"eps": -1e-6}, "eps must be a finite number >= 0"),
+        ({"eps": float("inf")}, "eps must be a finite number >= 0"),
+        ({"eps": "small"}, "eps must be a finite number >= 0"),
+    ],
+)
+def test_bad_rmsnorm_shape_is_a_clear_error(change, message):
+    with pytest.raises(ValueError, match=message):
+        RMSNORM.spec.validate_shape({**GOOD_RMS, **change})
 
 
 def test_missing_key_is_named():
     with pytest.raises(ValueError, match="missing head_dim, causal"):
-        validate_shape({"batch": 1, "heads": 1, "seq": 1}, HEAD_DIMS)
-
-
-def test_head_dim_must_be_one_that_is_built():
-    assert validate_shape(GOOD, [64])["head_dim"] == 64
-    with pytest.raises(ValueError, match="not built"):
-        validate_shape({**GOOD, "head_dim": 128}, [64])
+        ATTENTION.spec.validate_shape({"batch": 1, "heads": 1, "seq": 1})
+    with pytest.raises(ValueError, match="missing dtype, eps"):
+        RMSNORM.spec.validate_shape({"rows": 1, "hidden": 8})
 
 
 def test_flops_and_bytes():
+    spec = ATTENTION.spec
     # 4 B H S^2 D: two S x S x D matmuls of 2 flops per multiply-add.
-    assert flops(GOOD) == 4 * 4 * 8 * 512 * 512 * 64
-    assert flops({**GOOD, "causal": True}) == flops(GOOD) / 2
-    assert bytes_moved(GOOD) == 4 * (4 * 8 * 512 * 64) * 2  # q, k, v, o in FP16
+    assert spec.flops(GOOD) == 4 * 4 * 8 * 512 * 512 * 64
+    assert spec.flops({**GOOD, "causal": True}) == spec.flops(GOOD) / 2
+    assert spec.bytes_moved(GOOD) == 4 * (4 * 8 * 512 * 64) * 2  # q, k, v, o in FP16
+    # rmsnorm: x read and y written, w read once, 2 bytes each
+    assert RMSNORM.spec.bytes_moved(GOOD_RMS) == 2 * (2 * 16 * 4096 + 4096)
+    assert RMSNORM.spec.flops(GOOD_RMS) == 4 * 16 * 4096

@@ -4,10 +4,9 @@ import re
 
 import pytest
 
-from ablate import occupancy, ptxas, sass, static
+from ablate import occupancy, plugins, ptxas, sass, static
 from ablate.fingerprint import METRICS
 from ablate.kernel import Kernel
-from test_build import built  # noqa: F401  (the session's build of every variant)
 
 PTXAS_LOG = """\
 ptxas info    : 0 bytes gmem
@@ -187,8 +186,9 @@ def test_static_metrics_of_the_base(built):
     r = built.results["none"]
     info = Kernel(r.lib).info()
     report = built.sass("none")
-    metrics = static.static_metrics(r, info, report)
-    assert static.static_metrics(r) == metrics  # reads the info and the SASS itself
+    spec = built.plugin.spec
+    metrics = static.static_metrics(r, spec, info, report)
+    assert static.static_metrics(r, spec) == metrics  # reads the info and the SASS itself
     for name in METRICS:
         for key in (name, f"d64.{name}", f"d128.{name}"):
             assert isinstance(metrics[key], int), key
@@ -217,7 +217,7 @@ def test_static_metrics_of_the_base(built):
 
 def test_static_metrics_of_a_failed_build_is_an_error(built):
     with pytest.raises(ValueError, match="broken_build.*build_failed"):
-        static.static_metrics(built.results["broken_build"], {"configs": []})
+        static.static_metrics(built.results["broken_build"], built.plugin.spec, {"configs": []})
 
 
 @pytest.mark.parametrize("name, dim", [
@@ -228,4 +228,34 @@ def test_static_metrics_of_a_failed_build_is_an_error(built):
     ("void kernel(Params)", None),
 ])
 def test_head_dim_of_a_kernel_name(name, dim):
-    assert static.head_dim_of(name, {64: {}, 128: {}}) == dim
+    spec = plugins.load("attention").spec
+    assert spec.head_dim_of(name, {64: {}, 128: {}}) == dim
+    configs = [{"name": "d64", "head_dim": 64}, {"name": "d128", "head_dim": 128}]
+    assert spec.config_of(name, configs) == (None if dim is None else f"d{dim}")
+
+
+RMS_CONFIGS = [{"name": f"{d}_h{h}{'_few' if few else ''}", "dtype": d, "max_hidden": n, "few_rows": few,
+                "threads": t, "rows_per_block": r,
+                "kernel": f"void rmsnorm_fwd_kernel<{ty}, {n}, {str(few).lower()}>"}
+               for d, ty in (("fp16", "__half"), ("bf16", "__nv_bfloat16"))
+               for h, n in (("1k", 1024), ("8k", 8192))
+               for few, t, r in ((False, 256, 8 if n == 1024 else 1), (True, n // 8, 1))]
+
+
+@pytest.mark.parametrize("rows, hidden, dtype, wanted", [
+    (16, 4096, "fp16", None),               # no bucket of 4096 in this list: the 8k one
+    (16, 1000, "bf16", "bf16_h1k_few"),     # every row in one wave: the few-rows instance
+    (2112, 1024, "fp16", "fp16_h1k_few"),   # 132 SMs x 16 blocks of 128 threads x 1 row
+    (2113, 1024, "fp16", "fp16_h1k"),       # one row more: the many-rows instance
+    (264, 8192, "fp16", "fp16_h8k_few"),    # 132 x 2 blocks of 1024 threads
+    (16384, 8192, "bf16", "bf16_h8k"),
+    (1, 16384, "fp16", "none"),             # no instance holds the row
+])
+def test_rmsnorm_instances_a_shape_runs(rows, hidden, dtype, wanted):
+    spec = plugins.load("rmsnorm").spec
+    wanted = {None: f"{dtype}_h8k_few"}.get(wanted, wanted)
+    shape = {"rows": rows, "hidden": hidden, "dtype": dtype, "eps": 1e-6}
+    runs = [c["name"] for c in RMS_CONFIGS if static.launched(spec, c["kernel"] + "(Params)", shape, RMS_CONFIGS)]
+    assert runs == ([] if wanted == "none" else [wanted])
+    for c in RMS_CONFIGS:
+        assert static.config_of(spec, c["kernel"] + "(Params)", RMS_CONFIGS) == c["name"]

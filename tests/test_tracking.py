@@ -6,12 +6,12 @@ import shutil
 import subprocess
 
 import pytest
-from hydra import compose, initialize_config_dir
+
 from hydra.core.hydra_config import HydraConfig
 from mlflow import MlflowClient
 from omegaconf import OmegaConf
 
-from ablate import tracking
+from ablate import plugins, tracking
 
 
 def job_cfg(names=("none",), shape="s512", mode="gpu"):
@@ -19,7 +19,7 @@ def job_cfg(names=("none",), shape="s512", mode="gpu"):
     directly since there is no Hydra run to ask."""
     return OmegaConf.create({
         "mode": mode,
-        "kernel": {"name": "flash_attention_fwd"},
+        "kernel": {"name": "attention", "experiment": "flash_attention_fwd"},
         "build": {"arch": "auto"},
         "shape": {"name": shape, "batch": 4, "heads": 8, "seq": 512, "head_dim": 64, "causal": False},
         "pathology": {n: {"header": None, "macros": {} if n == "none" else {f"ABLATE_{n.upper()}": 1},
@@ -123,9 +123,8 @@ def test_failed_job_is_logged_with_its_status(mlflow_store, tmp_path, status):
 
 def test_real_config_inside_hydra(mlflow_store, project_root):
     """The app's own config, with the shape's name taken from Hydra as in a real job."""
-    with initialize_config_dir(config_dir=str(project_root / "conf"), version_base=None):
-        full = compose("config", overrides=["pathology=[no_swizzle,fp32_accum]", "shape=s1k_causal"],
-                       return_hydra_config=True)
+    full = plugins.compose("attention", ["pathology=[no_swizzle,fp32_accum]", "shape=s1k_causal"],
+                           return_hydra_config=True)
     cfg = OmegaConf.masked_copy(full, [k for k in full if k != "hydra"])
     HydraConfig.instance().set_config(full)
     try:

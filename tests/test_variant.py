@@ -8,24 +8,26 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
+from ablate import plugins
 from ablate.variant import VariantError, variant_from_cfg, variants_of_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
-PATHOLOGIES = sorted(p.stem for p in (CONF / "pathology").glob("*.yaml"))
+ATTENTION = plugins.load("attention")
+KERNEL_DIR = ATTENTION.dir
+PATHOLOGIES = ATTENTION.options("pathology")
 TEST_CONF = ROOT / "tests" / "conf"
 
 
 @pytest.mark.parametrize("name", PATHOLOGIES)
 def test_every_pathology_composes_into_a_variant(name):
-    with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        cfg = compose("config", overrides=[f"pathology={name}"])
-    variant = variant_from_cfg(cfg.pathology, ROOT)
+    cfg = plugins.compose("attention", [f"pathology={name}"])
+    variant = variant_from_cfg(cfg.pathology, KERNEL_DIR)
     assert variant.name == name
     if name == "none":
         assert variant.is_base and variant.pathologies == () and variant.macros == {}
@@ -38,13 +40,13 @@ def test_every_pathology_composes_into_a_variant(name):
 
 
 def test_combined_pathologies_make_one_variant():
-    with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        cfg = compose("config", overrides=["pathology=[no_swizzle,fp32_accum,none]"])
-    variant = variant_from_cfg(cfg.pathology, ROOT)
+    cfg = plugins.compose("attention", ["pathology=[no_swizzle,fp32_accum,none]"])
+    variant = variant_from_cfg(cfg.pathology, KERNEL_DIR)
     assert variant.name == "fp32_accum+no_swizzle"
     assert variant.pathologies == ("fp32_accum", "no_swizzle")
     assert variant.macros == {"ABLATE_FP32_ACCUM": "1", "ABLATE_NO_SWIZZLE": "1"}
-    assert variant.headers == ("kernels/patches/fp32_accum.cuh", "kernels/patches/no_swizzle.cuh")
+    assert variant.headers == ("kernels/attention/patches/fp32_accum.cuh",
+                               "kernels/attention/patches/no_swizzle.cuh")
     assert set(variant.specs) == {"fp32_accum", "no_swizzle"}
 
 
@@ -52,7 +54,8 @@ def test_a_shared_header_and_macro_are_listed_once(tmp_path):
     (tmp_path / "p.cuh").touch()
     spec = {"header": "p.cuh", "macros": {"ABLATE_P": 1}}
     variant = variant_from_cfg({"a": spec, "b": dict(spec)}, tmp_path)
-    assert variant.headers == ("p.cuh",) and variant.macros == {"ABLATE_P": "1"}
+    # Outside this project: the absolute path reaches nvcc.
+    assert variant.headers == (str(tmp_path / "p.cuh"),) and variant.macros == {"ABLATE_P": "1"}
 
 
 @pytest.fixture
@@ -107,7 +110,14 @@ def test_bad_pathology_configs_are_clear_errors(project, cfg, message):
 def test_a_valid_config_passes(project):
     variant = variant_from_cfg({"p": {**GOOD, "macros": {"ABLATE_P": "x_1"}}}, project)
     assert variant.name == "p" and variant.macros == {"ABLATE_P": "x_1"}
-    assert variant.headers == ("ok/p.cuh",)
+    assert variant.headers == (str(project / "ok" / "p.cuh"),)
+
+
+def test_test_only_headers_in_this_project_are_allowed():
+    """tests/patches/ lies outside kernels/attention/, inside the project: the tests' own
+    pathologies are attention's, reached with ../../tests/patches/x.cuh."""
+    variant = variant_from_cfg({"noop": {"header": "../../tests/patches/noop.cuh"}}, KERNEL_DIR)
+    assert variant.headers == ("tests/patches/noop.cuh",)
 
 
 # ---- sweeps --------------------------------------------------------------------------------
@@ -118,10 +128,11 @@ def sweep_variants(overrides, *search_dirs):
     if search_dirs:
         overrides = overrides + [
             f"hydra.searchpath=[{','.join(f'file://{d}' for d in search_dirs)}]"]
+    plugins.use(ATTENTION)
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
         config = GlobalHydra.instance().hydra.compose_config(
             "config", overrides, run_mode=RunMode.MULTIRUN, with_log_configuration=False)
-        return [v.name for v in variants_of_sweep(config, ROOT)]
+        return [v.name for v in variants_of_sweep(config, KERNEL_DIR)]
 
 
 def test_glob_sweep_gives_every_pathology_once_whatever_the_shapes():
@@ -150,11 +161,12 @@ def test_sweeper_params_from_the_config_are_expanded(tmp_path):
             params:
               pathology: tiny_blocks,serial_grid
         """))
+    plugins.use(ATTENTION)
     with initialize_config_dir(config_dir=str(tmp_path), version_base=None):
         config = GlobalHydra.instance().hydra.compose_config(
             "sweep", ["shape=s512,s1k"], run_mode=RunMode.MULTIRUN,
             with_log_configuration=False)
-        assert [v.name for v in variants_of_sweep(config, ROOT)] == ["tiny_blocks", "serial_grid"]
+        assert [v.name for v in variants_of_sweep(config, KERNEL_DIR)] == ["tiny_blocks", "serial_grid"]
 
 
 def test_a_bad_pathology_in_a_sweep_fails_before_anything(tmp_path):
@@ -181,6 +193,8 @@ import json
 from hydra.experimental.callback import Callback
 from ablate.variant import variant_from_cfg, variants_of_sweep
 
+KERNEL_DIR = "{kernel_dir}"
+
 
 class Collect(Callback):
     '''Records the sweep's variants at its start, and the variant each job then sees.'''
@@ -189,21 +203,25 @@ class Collect(Callback):
         self.out = out
 
     def on_multirun_start(self, config, **kwargs):
+        variants = variants_of_sweep(config, KERNEL_DIR)
         with open(self.out + "/sweep.json", "w") as f:
-            json.dump([[v.name, v.macros, list(v.headers)] for v in variants_of_sweep(config)], f)
+            json.dump([[v.name, v.macros, list(v.headers)] for v in variants], f)
 
     def on_job_start(self, config, **kwargs):
         with open(self.out + "/jobs.txt", "a") as f:
-            f.write(variant_from_cfg(config.pathology).name + "\\n")
+            f.write(variant_from_cfg(config.pathology, KERNEL_DIR).name + "\\n")
 """
 
 
 def test_a_real_multirun_builds_exactly_the_variants_its_jobs_use(tmp_path):
-    """A tiny app on the project's pathology and shape groups, run with -m in a subprocess:
-    the callback's expansion at multirun start equals the distinct variants its jobs get."""
+    """A tiny app on the attention kernel's pathology and shape groups, run with -m in a
+    subprocess: the callback's expansion at multirun start equals the distinct variants its
+    jobs get."""
     (tmp_path / "app.py").write_text(APP)
     for group in ("pathology", "shape"):  # beside the app's config: glob() sees them there
-        (tmp_path / group).symlink_to(CONF / group)
+        (tmp_path / group).mkdir()
+        for yaml in [*(KERNEL_DIR / "conf" / group).glob("*.yaml"), *(CONF / group).glob("*.yaml")]:
+            (tmp_path / group / yaml.name).symlink_to(yaml)
     (tmp_path / "app.yaml").write_text(textwrap.dedent(f"""\
         defaults:
           - shape: s512
@@ -214,7 +232,7 @@ def test_a_real_multirun_builds_exactly_the_variants_its_jobs_use(tmp_path):
             collect: {{_target_: collect.Collect, out: {tmp_path}}}
           sweep: {{dir: {tmp_path / "multirun"}}}
         """))
-    (tmp_path / "collect.py").write_text(CALLBACK)
+    (tmp_path / "collect.py").write_text(CALLBACK.replace("{kernel_dir}", str(KERNEL_DIR)))
     env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}")
     run = subprocess.run(
         [sys.executable, "app.py", "-m", "pathology=glob(*)", "shape=s512,s1k_causal"],
@@ -226,4 +244,4 @@ def test_a_real_multirun_builds_exactly_the_variants_its_jobs_use(tmp_path):
     assert len(jobs) == 2 * len(PATHOLOGIES)
     assert names == list(dict.fromkeys(jobs)) == PATHOLOGIES  # the same, in job order
     fp32 = dict((n, (m, h)) for n, m, h in sweep)["fp32_accum"]
-    assert fp32 == ({"ABLATE_FP32_ACCUM": "1"}, ["kernels/patches/fp32_accum.cuh"])
+    assert fp32 == ({"ABLATE_FP32_ACCUM": "1"}, ["kernels/attention/patches/fp32_accum.cuh"])

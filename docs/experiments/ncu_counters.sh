@@ -5,12 +5,12 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site
 python3 - <<'PY' > /tmp/libs.txt
 from pathlib import Path
-from omegaconf import OmegaConf
-from ablate import build, variant
-root = Path('.').resolve(); cfg = OmegaConf.load('conf/config.yaml')
+from ablate import build, plugins, variant
+root = Path('.').resolve(); attention = plugins.load('attention')
 names = ['none', 'extra_syncthreads', 'uncoalesced', 'tiny_blocks', 'no_swizzle', 'fp32_accum']
-vs = [variant.variant_from_cfg(OmegaConf.load(f'conf/pathology/{n}.yaml')) for n in names]
-res = build.build(vs, cfg.build, cfg.kernel, root)
+cfgs = [plugins.compose('attention', [f'pathology={n}']) for n in names]
+vs = [variant.variant_from_cfg(c.pathology, attention.dir) for c in cfgs]
+res = build.build(vs, cfgs[0].build, attention, root)
 for v in vs: print(v.name, res[v.name].lib)
 PY
 M=gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio,l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,lts__t_bytes.sum,dram__bytes.sum,smsp__inst_executed.sum

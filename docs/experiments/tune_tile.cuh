@@ -1,6 +1,6 @@
 // Tile tuning through the tile seam: force-include this header and define the shape, e.g.
 //   nvcc ... -include docs/experiments/tune_tile.cuh -DT64M=128 -DT64N=128 -DT64W=4 -DT64S=2 \
-//     -DT64Q=false -DT128M=128 -DT128N=64 -DT128W=4 -DT128S=2 kernels/base/attention.cu
+//     -DT64Q=false -DT128M=128 -DT128N=64 -DT128W=4 -DT128S=2 -Ikernels/attention kernels/attention/base/attention.cu
 // (separate macros: nvcc splits -D values at commas).
 #pragma once
 #include "base/tile.cuh"

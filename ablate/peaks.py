@@ -1,0 +1,57 @@
+"""The GPU's measured ceilings, which a kernel's speed is held to as a fraction of peak.
+
+- memory: a device-to-device copy of 1 GiB (far past L2), counting bytes read and written;
+- compute: an 8192^3 FP16 matrix product through torch (cuBLAS), 2*N^3 FLOPs.
+
+Both are timed under ablate.timing's protocol (CUDA-graph replay of >= min_sample_us, the
+median of the samples) and measured once per process and device: a GPU child measures them
+on its first job. Datasheet numbers would flatter every kernel on a card that cannot reach
+them; these are what this card does now.
+"""
+import functools
+
+COPY_BYTES = 1 << 30
+MATMUL_N = 8192
+SAMPLES = {"samples": 20, "warmup": 3, "min_sample_us": 2000}
+
+
+def _median_us(launch, bench=SAMPLES):
+    import numpy as np
+
+    from ablate import timing
+
+    samples, _, _ = timing.measure({"peak": launch}, 1, bench)
+    return float(np.median(samples["peak"]))
+
+
+@functools.cache
+def copy_gbps(device_index=0):
+    """Device-to-device copy bandwidth in GB/s (bytes read + bytes written per second)."""
+    import torch
+
+    with torch.cuda.device(device_index):
+        src = torch.empty(COPY_BYTES, dtype=torch.uint8, device="cuda").random_(0, 255)
+        dst = torch.empty_like(src)
+        us = _median_us(lambda i: dst.copy_(src))
+    return 2 * COPY_BYTES / us / 1e3
+
+
+@functools.cache
+def matmul_tflops(device_index=0):
+    """FP16 matrix-product rate in TFLOP/s (torch.matmul, FP32 accumulation, random data)."""
+    import torch
+
+    with torch.cuda.device(device_index):
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        a, b = (torch.randn(MATMUL_N, MATMUL_N, generator=gen, device="cuda", dtype=torch.float16)
+                for _ in range(2))
+        c = torch.empty_like(a)
+        us = _median_us(lambda i: torch.matmul(a, b, out=c))
+    return 2 * MATMUL_N ** 3 / us / 1e6
+
+
+def peak(bound, device_index=0):
+    """(metric name, value, unit) of the ceiling that applies to a kernel of `bound`."""
+    if bound == "memory":
+        return "peak_gbps", copy_gbps(device_index), "GB/s"
+    return "peak_tflops", matmul_tflops(device_index), "TFLOP/s"

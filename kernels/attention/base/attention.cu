@@ -1,0 +1,224 @@
+// FlashAttention-2-style forward pass: O = softmax(scale * Q K^T) V, FP16 in and out,
+// FP32 softmax statistics and O accumulator, mma.sync tensor cores (sm_80 and later).
+//
+// Every optimization sits behind one seam below. A pathology patch (../patches/,
+// force-included ahead of this file) redefines one ABLATE_SEAM_* macro to its own stage.
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "base/ablate_attention.h"
+#include "base/tile.cuh"
+#include "base/layout.cuh"
+#include "base/mma.cuh"
+#include "base/copy.cuh"
+#include "base/gemm.cuh"
+#include "base/softmax.cuh"
+#include "base/store.cuh"
+#include "base/schedule.cuh"
+
+// ---- Seams: the base's choice for each stage --------------------------------------------
+#ifndef ABLATE_SEAM_TILE            // template <int D> tile shape
+#define ABLATE_SEAM_TILE BaseTile
+#endif
+#ifndef ABLATE_SEAM_SMEM_LAYOUT     // shared-memory addressing
+#define ABLATE_SEAM_SMEM_LAYOUT SwizzledLayout
+#endif
+#ifndef ABLATE_SEAM_GMEM_LOAD       // which thread copies which bytes of a tile
+#define ABLATE_SEAM_GMEM_LOAD CoalescedRows
+#endif
+#ifndef ABLATE_SEAM_PIPELINE        // how loads overlap compute
+#define ABLATE_SEAM_PIPELINE AsyncRing
+#endif
+#ifndef ABLATE_SEAM_SCORE_ACC       // accumulator type of Q K^T
+#define ABLATE_SEAM_SCORE_ACC ScoreF16
+#endif
+#ifndef ABLATE_SEAM_SCHEDULE        // grid -> work mapping
+#define ABLATE_SEAM_SCHEDULE TilePerBlock
+#endif
+#ifndef ABLATE_SEAM_KEY_RANGE       // which key tiles a query tile visits
+#define ABLATE_SEAM_KEY_RANGE CausalSkip
+#endif
+#ifndef ABLATE_SEAM_BARRIER         // barriers beyond the necessary ones
+#define ABLATE_SEAM_BARRIER NoExtraBarrier
+#endif
+#ifndef ABLATE_PATHOLOGIES
+#define ABLATE_PATHOLOGIES
+#endif
+
+using Layout = ABLATE_SEAM_SMEM_LAYOUT;
+using GmemLoad = ABLATE_SEAM_GMEM_LOAD;
+using Pipeline = ABLATE_SEAM_PIPELINE;
+using ScoreAcc = ABLATE_SEAM_SCORE_ACC;
+using Schedule = ABLATE_SEAM_SCHEDULE;
+using KeyRange = ABLATE_SEAM_KEY_RANGE;
+using Barrier = ABLATE_SEAM_BARRIER;
+
+struct Params {
+  const half* q;
+  const half* k;
+  const half* v;
+  half* o;
+  int seq_len, bh;
+  float scale_log2;  // softmax scale * log2(e)
+};
+
+template <class T>
+struct Smem {
+  static constexpr int kStages = Pipeline::template stages<T>();
+  static constexpr int kTileQ = T::kBlockM * T::kHeadDim;  // halves
+  static constexpr int kTileKV = T::kBlockN * T::kHeadDim;
+  static constexpr int kBytes = (kTileQ + kStages * 2 * kTileKV) * 2;
+};
+
+// One query tile of one (batch, head): the whole FlashAttention-2 loop.
+template <class T, bool kCausal>
+__device__ __forceinline__ void attend_tile(const Params& p, int m_tile, int bh, half* smem) {
+  constexpr int kStages = Smem<T>::kStages;
+  const int tid = threadIdx.x, lane = tid & 31, warp_row0 = (tid >> 5) * T::kRowsPerWarp;
+  const int64_t head = static_cast<int64_t>(bh) * p.seq_len * T::kHeadDim;
+  const int row0 = m_tile * T::kBlockM;
+  const int q_rows = min(T::kBlockM, p.seq_len - row0);
+  const int n_tiles =
+      (KeyRange::template key_end<kCausal>(row0, q_rows, p.seq_len) + T::kBlockN - 1) / T::kBlockN;
+
+  half* sQ = smem;
+  auto sK = [&](int stage) { return smem + Smem<T>::kTileQ + stage * 2 * Smem<T>::kTileKV; };
+  auto sV = [&](int stage) { return sK(stage) + Smem<T>::kTileKV; };
+
+  auto load_q = [&] {
+    GmemLoad::template tile<T::kBlockM, T::kChunks, T::kThreads, Layout, Pipeline::kAsync>(
+        sQ, p.q + head + static_cast<int64_t>(row0) * T::kHeadDim, q_rows, tid);
+    Barrier::sync();
+  };
+  auto load_kv = [&](int j, int stage) {
+    const int64_t off = head + static_cast<int64_t>(j) * T::kBlockN * T::kHeadDim;
+    const int valid = p.seq_len - j * T::kBlockN;
+    GmemLoad::template tile<T::kBlockN, T::kChunks, T::kThreads, Layout, Pipeline::kAsync>(
+        sK(stage), p.k + off, valid, tid);
+    GmemLoad::template tile<T::kBlockN, T::kChunks, T::kThreads, Layout, Pipeline::kAsync>(
+        sV(stage), p.v + off, valid, tid);
+    Barrier::sync();
+  };
+
+  float o[T::kMTiles][T::kDTiles][4];
+#pragma unroll
+  for (int mi = 0; mi < T::kMTiles; ++mi)
+#pragma unroll
+    for (int dt = 0; dt < T::kDTiles; ++dt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) o[mi][dt][i] = 0.f;
+  OnlineSoftmax<T::kMTiles, T::kNTiles, T::kDTiles> softmax;
+  softmax.init();
+
+  Pipeline::template prologue<kStages>(n_tiles, load_q, load_kv);
+  QFrags<T, Layout> q;
+  q.preload(sQ, warp_row0, lane);
+
+  for (int j = 0; j < n_tiles; ++j) {
+    Pipeline::template before_compute<kStages>(j, n_tiles, load_kv);
+    const int stage = j % kStages;
+    ScoreAcc s[T::kMTiles][T::kNTiles];
+    scores_qk<T, Layout, Barrier>(s, q, sQ, sK(stage), warp_row0, lane);
+    // Only the tile holding the sequence end, and tiles crossing the diagonal, need a mask.
+    const int col0 = j * T::kBlockN;
+    if (col0 + T::kBlockN > p.seq_len || (kCausal && col0 + T::kBlockN - 1 > row0))
+      mask_scores<kCausal>(s, row0 + warp_row0 + (lane >> 2), col0 + (lane & 3) * 2, p.seq_len);
+    uint32_t pf[T::kMTiles][T::kNTiles][2];
+    softmax.step(s, pf, o, p.scale_log2);
+    Barrier::sync();
+    accumulate_pv<T, Layout, Barrier>(o, pf, sV(stage), lane);
+    Pipeline::template after_compute<kStages>(j, n_tiles, load_kv);
+  }
+
+  softmax.finish(o);
+  store_o<T, Layout, Barrier>(o, sQ, p.o + head + static_cast<int64_t>(row0) * T::kHeadDim,
+                              warp_row0, q_rows, lane);
+}
+
+template <class T, bool kCausal>
+__global__ void __launch_bounds__(T::kThreads) attention_fwd_kernel(const Params p) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  half* smem = reinterpret_cast<half*>(smem_raw);
+  const int m_tiles = (p.seq_len + T::kBlockM - 1) / T::kBlockM;
+  Schedule::template run<kCausal>(m_tiles, p.bh, [&](int m_tile, int bh) {
+    attend_tile<T, kCausal>(p, m_tile, bh, smem);
+  });
+}
+
+template <int D, bool kCausal>
+static cudaError_t launch(const Params& p, cudaStream_t stream) {
+  using T = ABLATE_SEAM_TILE<D>;
+  auto kernel = attention_fwd_kernel<T, kCausal>;
+  // Above 48 KB a block must opt in to its shared memory; once per instance.
+  static const cudaError_t opt_in = cudaFuncSetAttribute(
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Smem<T>::kBytes);
+  if (opt_in != cudaSuccess) return opt_in;
+  const int m_tiles = (p.seq_len + T::kBlockM - 1) / T::kBlockM;
+  kernel<<<Schedule::grid(m_tiles, p.bh), T::kThreads, Smem<T>::kBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+extern "C" int ablate_attention_fwd(const void* q, const void* k, const void* v, void* o, int B,
+                                    int H, int S, int D, int causal, float scale, void* stream) {
+  auto aligned = [](const void* ptr) {
+    return ptr != nullptr && reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
+  };
+  // scale > 0: the kernel takes the row max of raw scores, which is the max of the scaled
+  // ones only for a positive scale.
+  if (!aligned(q) || !aligned(k) || !aligned(v) || !aligned(o) || B < 1 || H < 1 || S < 1 ||
+      (D != 64 && D != 128) || !std::isfinite(scale) || !(scale > 0.f) ||
+      static_cast<int64_t>(B) * H > 65535)
+    return static_cast<int>(cudaErrorInvalidValue);
+  const Params p{static_cast<const half*>(q), static_cast<const half*>(k),
+                 static_cast<const half*>(v), static_cast<half*>(o), S, B * H,
+                 scale * 1.4426950408889634f};
+  const auto st = static_cast<cudaStream_t>(stream);
+  cudaError_t err;
+  if (D == 64) err = causal ? launch<64, true>(p, st) : launch<64, false>(p, st);
+  else err = causal ? launch<128, true>(p, st) : launch<128, false>(p, st);
+  return static_cast<int>(err);
+}
+
+// ---- What was compiled ------------------------------------------------------------------
+#define ABLATE_STR(...) #__VA_ARGS__
+#define ABLATE_XSTR(...) ABLATE_STR(__VA_ARGS__)
+
+template <int D>
+static std::string config_json() {
+  using T = ABLATE_SEAM_TILE<D>;
+  return "{\"name\": \"d" + std::to_string(D) + "\", \"head_dim\": " + std::to_string(D) +
+         ", \"block_m\": " + std::to_string(T::kBlockM) +
+         ", \"block_n\": " + std::to_string(T::kBlockN) + ", \"warps\": " +
+         std::to_string(T::kWarps) + ", \"threads\": " + std::to_string(T::kThreads) +
+         ", \"stages\": " + std::to_string(Smem<T>::kStages) + ", \"q_in_regs\": " +
+         (T::kQInRegs ? "true" : "false") + ", \"smem_bytes\": " + std::to_string(Smem<T>::kBytes) +
+         "}";
+}
+
+static std::string names_json(const std::string& csv) {  // "a+b" -> ["a", "b"]
+  std::string out = "[", item;
+  for (size_t i = 0; i <= csv.size(); ++i) {
+    if (i == csv.size() || csv[i] == '+') {
+      if (!item.empty()) out += (out.size() > 1 ? ", \"" : "\"") + item + "\"";
+      item.clear();
+    } else if (csv[i] != ' ') {
+      item += csv[i];
+    }
+  }
+  return out + "]";
+}
+
+extern "C" const char* ablate_variant_info(void) {
+  static const std::string info =
+      "{\"pathologies\": " + names_json(ABLATE_XSTR(ABLATE_PATHOLOGIES)) +
+      ", \"seams\": {\"tile\": \"" ABLATE_XSTR(ABLATE_SEAM_TILE) "\", \"smem_layout\": \"" ABLATE_XSTR(
+          ABLATE_SEAM_SMEM_LAYOUT) "\", \"gmem_load\": \"" ABLATE_XSTR(ABLATE_SEAM_GMEM_LOAD)
+      "\", \"pipeline\": \"" ABLATE_XSTR(ABLATE_SEAM_PIPELINE) "\", \"score_acc\": \"" ABLATE_XSTR(
+          ABLATE_SEAM_SCORE_ACC) "\", \"schedule\": \"" ABLATE_XSTR(ABLATE_SEAM_SCHEDULE)
+      "\", \"key_range\": \"" ABLATE_XSTR(ABLATE_SEAM_KEY_RANGE) "\", \"barrier\": \"" ABLATE_XSTR(ABLATE_SEAM_BARRIER) "\"}, \"configs\": [" +
+      config_json<64>() + ", " + config_json<128>() + "]}";
+  return info.c_str();
+}

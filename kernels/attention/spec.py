@@ -1,0 +1,182 @@
+"""The attention kernel's spec: O = softmax(scale * Q K^T [+ causal mask]) V, FP16 (B, H, S, D).
+
+Everything ablate knows of this kernel is here (ablate/plugins.py lists what a spec
+defines): its shape fields, inputs, float32 reference, C ABI (base/ablate_attention.h), work
+model and peers (PyTorch SDPA pinned to each backend). torch is imported inside the
+functions that need it, so static mode and the sanitizer's driver run without it.
+"""
+import ctypes
+import math
+import re
+
+SOURCE = "base/attention.cu"
+SYMBOL = "ablate_attention_fwd"
+# q, k, v, o, B, H, S, D, causal, scale, stream
+ARGTYPES = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 5 + [ctypes.c_float, ctypes.c_void_p]
+OUTPUTS = ("o",)
+BOUND = "compute"
+HEAD_DIMS = (64, 128)  # compiled into every variant (one kernel instance per D and causal flag)
+TOLERANCE = 2e-3       # ||o - ref|| / ||ref|| against float32
+INT_MAX = 2**31 - 1    # B, H, S, D are C ints
+FIELDS = ("batch", "heads", "seq", "head_dim", "causal")
+# D x causal at a short S that is no tile multiple and wraps the K/V ring (3+ key tiles).
+SANITIZE_SHAPES = [{"batch": 1, "heads": 2, "seq": 333, "head_dim": d, "causal": c}
+                   for d in HEAD_DIMS for c in (False, True)]
+
+
+def validate_shape(shape):
+    """The shape as a plain dict {batch, heads, seq, head_dim, causal}; ValueError naming the
+    field at fault."""
+    missing = [k for k in FIELDS if k not in shape]
+    if missing:
+        raise ValueError(f"missing {', '.join(missing)} (an attention shape needs {', '.join(FIELDS)})")
+    out = {k: shape[k] for k in FIELDS}
+    for key in ("batch", "heads", "seq", "head_dim"):
+        value = out[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{key} must be an integer, got {value!r}")
+        if not 1 <= value <= INT_MAX:
+            raise ValueError(f"{key} must be >= 1 (and fit a C int), got {value}")
+    if out["head_dim"] not in HEAD_DIMS:
+        raise ValueError(f"head_dim={out['head_dim']} is not built; the attention kernel has {list(HEAD_DIMS)}")
+    if not isinstance(out["causal"], bool):
+        raise ValueError(f"causal must be true or false, got {out['causal']!r}")
+    return out
+
+
+def label(shape):
+    s = shape
+    return f"B={s['batch']} H={s['heads']} S={s['seq']} D={s['head_dim']}" + (" causal" if s["causal"] else "")
+
+
+def flops(shape):
+    """Two matmuls of 2*S*S*D per head; half of the score matrix is skipped when causal."""
+    f = 4 * shape["batch"] * shape["heads"] * shape["seq"] ** 2 * shape["head_dim"]
+    return f / 2 if shape["causal"] else f
+
+
+def bytes_moved(shape):
+    """q, k, v read once and o written once, FP16."""
+    return 4 * shape["batch"] * shape["heads"] * shape["seq"] * shape["head_dim"] * 2
+
+
+def make_inputs(shape, generator, device):
+    import torch
+
+    dims = (shape["batch"], shape["heads"], shape["seq"], shape["head_dim"])
+    return {name: torch.randn(dims, generator=generator, device=device, dtype=torch.float16)
+            for name in ("q", "k", "v", "o")}
+
+
+def scale_of(shape):
+    return shape.get("scale") or 1.0 / math.sqrt(shape["head_dim"])
+
+
+def arguments(ptrs, shape, stream):
+    s = shape
+    return (ptrs["q"], ptrs["k"], ptrs["v"], ptrs["o"], s["batch"], s["heads"], s["seq"],
+            s["head_dim"], int(bool(s["causal"])), float(scale_of(s)), stream)
+
+
+def tolerance(shape):
+    return TOLERANCE
+
+
+def reference(inputs, shape):
+    """float32 attention on the inputs' device, a few heads at a time (the S x S scores of
+    all heads at once would not fit for long sequences)."""
+    import torch
+
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    B, H, S, D = q.shape
+    scale = scale_of(shape)
+    q32, k32, v32 = (t.float().reshape(B * H, S, D) for t in (q, k, v))
+    out = torch.empty_like(q32)
+    mask = (torch.triu(torch.ones(S, S, dtype=torch.bool, device=q.device), diagonal=1)
+            if shape["causal"] else None)
+    step = max(1, (1 << 28) // (S * S))  # ~1 GiB of float32 scores per chunk
+    precision = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")  # a TF32 reference would not be float32
+    try:
+        for i in range(0, B * H, step):
+            scores = q32[i:i + step] @ k32[i:i + step].transpose(1, 2) * scale
+            if mask is not None:
+                scores.masked_fill_(mask, float("-inf"))
+            out[i:i + step] = torch.softmax(scores, dim=-1) @ v32[i:i + step]
+    finally:
+        torch.set_float32_matmul_precision(precision)
+    return {"o": out.reshape(B, H, S, D)}
+
+
+# ---- peers: PyTorch SDPA pinned to one backend each ----------------------------------------
+
+def _sdpa(backend_name):
+    def make(shape):
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        backend = getattr(SDPBackend, backend_name)
+
+        def run(inputs):
+            with sdpa_kernel(backend):
+                F.scaled_dot_product_attention(inputs["q"], inputs["k"], inputs["v"],
+                                               is_causal=shape["causal"], scale=scale_of(shape))
+        return run
+    return make
+
+
+PEERS = {"sdpa_flash": _sdpa("FLASH_ATTENTION"), "sdpa_cudnn": _sdpa("CUDNN_ATTENTION"),
+         "sdpa_efficient": _sdpa("EFFICIENT_ATTENTION"), "sdpa_math": _sdpa("MATH")}
+DEFAULT_PEERS = ("sdpa_flash", "sdpa_cudnn")
+
+
+# ---- which compiled instance is which --------------------------------------------------------
+
+_TEMPLATE_INT = re.compile(r"(?<![\w.])(\d+)(?![\w.])")
+
+
+def head_dim_of(kernel_name, head_dims):
+    """The head dim among the integer template arguments of a demangled kernel name
+    (`attention_fwd_kernel<BaseTile<64>, true>`), or None when there is not exactly one."""
+    signature = kernel_name.split("(", 1)[0]
+    found = {int(n) for n in _TEMPLATE_INT.findall(signature)} & set(head_dims)
+    return found.pop() if len(found) == 1 else None
+
+
+def config_of(kernel_name, configs):
+    """The variant-info config (one per head dim: d64, d128) of a kernel instance."""
+    by_dim = {int(c["head_dim"]): c["name"] for c in configs}
+    return by_dim.get(head_dim_of(kernel_name, by_dim))
+
+
+def launched(kernel_name, shape, configs):
+    """Whether a shape runs this instance: its head dim and causal flag are the shape's."""
+    flags = re.findall(r"\b(?:true|false)\b", kernel_name.split("(", 1)[0])
+    return (head_dim_of(kernel_name, [int(c["head_dim"]) for c in configs]) == shape["head_dim"]
+            and flags == ["true" if shape["causal"] else "false"])
+
+
+# ---- for tests and notebooks: the kernel on torch tensors, checked --------------------------
+
+def forward(kernel, q, k, v, o, causal, scale=None):
+    """o = attention(q, k, v) through `kernel` (an ablate.kernel.Kernel of this plugin) on the
+    current CUDA stream; all FP16 (B, H, S, D) contiguous CUDA tensors of one shape on one
+    device. TypeError or ValueError naming the tensor at fault."""
+    import torch
+
+    for name, t in (("q", q), ("k", k), ("v", v), ("o", o)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dtype != torch.float16:
+            raise TypeError(f"{name} must be float16, got {t.dtype}")
+        if t.dim() != 4:
+            raise ValueError(f"{name} must be (B, H, S, D), got shape {tuple(t.shape)}")
+        if t.shape != q.shape:
+            raise ValueError(f"{name} has shape {tuple(t.shape)}, q has {tuple(q.shape)}")
+        if not t.is_contiguous():
+            raise ValueError(f"{name} must be contiguous")
+        if t.device.type != "cuda" or t.device != q.device:
+            raise ValueError(f"{name} is on {t.device}; all must be on one CUDA device, q is on {q.device}")
+    B, H, S, D = q.shape
+    shape = {"batch": B, "heads": H, "seq": S, "head_dim": D, "causal": bool(causal), "scale": scale}
+    kernel({"q": q, "k": k, "v": v, "o": o}, shape)

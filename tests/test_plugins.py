@@ -1,0 +1,109 @@
+"""Kernel plugins: finding them, refusing broken ones by name before anything is built, and
+the rule that the pipeline knows no kernel (a plugin, the only place that does)."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ablate import plugins
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_projects_kernels_are_found():
+    found = plugins.available()
+    assert {"attention", "rmsnorm"} <= set(found)
+    assert found["attention"] == ROOT / "kernels" / "attention"
+    for name in ("attention", "rmsnorm"):
+        plugin = plugins.load(name)
+        assert plugin.source.is_file() and plugin.conf.is_dir()
+        assert all(hasattr(plugin.spec, key) for key in plugins.SPEC)
+        assert "none" in plugin.options("pathology")  # the base, ablate's own
+
+
+def test_no_module_of_the_pipeline_names_a_kernel():
+    """Everything a kernel is lives in its plugin: ablate/ names no attention, SDPA, heads or
+    head_dim (the scaffold's templates included)."""
+    banned = re.compile(r"attention|sdpa|\bheads\b|head_dim|head dim", re.IGNORECASE)
+    hits = [f"{path.relative_to(ROOT)}:{i}: {line.strip()}"
+            for path in sorted((ROOT / "ablate").rglob("*")) if path.is_file() and path.suffix != ".pyc"
+            for i, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+            if banned.search(line)]
+    assert hits == []
+
+
+def copy_of(name, tmp_path):
+    """A copy of a project kernel in a plugin folder of its own (outside the project)."""
+    folder = tmp_path / "plugins" / name
+    shutil.copytree(plugins.load(name).dir, folder)
+    return folder
+
+
+def test_a_plugin_outside_the_project_is_found_by_env_and_by_config(tmp_path, monkeypatch):
+    folder = copy_of("rmsnorm", tmp_path)
+    folder.rename(tmp_path / "plugins" / "mine")
+    (tmp_path / "plugins" / "mine" / "conf" / "kernel" / "rmsnorm.yaml").rename(
+        tmp_path / "plugins" / "mine" / "conf" / "kernel" / "mine.yaml")
+    assert "mine" not in plugins.available()
+    assert plugins.available([tmp_path / "plugins"])["mine"] == tmp_path / "plugins" / "mine"
+    monkeypatch.setenv(plugins.PATH_ENV, f"/nonexistent{os.pathsep}{tmp_path / 'plugins'}")
+    assert plugins.load("mine").dir == tmp_path / "plugins" / "mine"
+
+
+@pytest.mark.parametrize("breakage, message", [
+    (lambda f: (f / "spec.py").unlink(), r"kernel 'rmsnorm' at .* is missing spec.py"),
+    (lambda f: shutil.rmtree(f / "conf" / "shape"), r"is missing conf/shape"),
+    (lambda f: (f / "conf" / "kernel" / "rmsnorm.yaml").unlink(), r"is missing conf/kernel/rmsnorm.yaml"),
+    (lambda f: (f / "spec.py").write_text("import no_such_module\n"),
+     r"spec.py failed to import: ModuleNotFoundError: No module named 'no_such_module'"),
+    (lambda f: (f / "spec.py").write_text("SOURCE = 'base/rmsnorm.cu'\n"),
+     r"spec.py does not define: SYMBOL \(the C function .*\); ARGTYPES"),
+    (lambda f: (f / "spec.py").write_text((f / "spec.py").read_text().replace('BOUND = "memory"', 'BOUND = "io"')),
+     r"spec.BOUND must be one of \['memory', 'compute'\], got 'io'"),
+    (lambda f: (f / "spec.py").write_text((f / "spec.py").read_text().replace('"base/rmsnorm.cu"', '"base/gone.cu"')),
+     r"spec.SOURCE 'base/gone.cu' is not a file"),
+    (lambda f: [p.unlink() for p in (f / "conf" / "shape").glob("*.yaml")], r"has no shape"),
+], ids=["no_spec", "no_shapes", "no_kernel_yaml", "spec_import_error", "spec_incomplete", "bad_bound",
+        "no_source", "empty_shapes"])
+def test_a_broken_plugin_is_named_with_what_is_missing(tmp_path, breakage, message):
+    folder = copy_of("rmsnorm", tmp_path)
+    breakage(folder)
+    with pytest.raises(plugins.PluginError, match=message):
+        plugins.load_dir(folder)
+
+
+def test_a_kernel_defined_twice_is_an_error(tmp_path):
+    copy_of("rmsnorm", tmp_path)
+    with pytest.raises(plugins.PluginError, match=r"kernel 'rmsnorm' is defined twice: .*kernels/rmsnorm and "):
+        plugins.available([tmp_path / "plugins"])
+
+
+def test_a_broken_plugin_stops_the_app_before_anything(tmp_path):
+    folder = copy_of("rmsnorm", tmp_path)
+    folder = folder.rename(tmp_path / "plugins" / "broken")
+    (folder / "conf" / "kernel" / "rmsnorm.yaml").rename(folder / "conf" / "kernel" / "broken.yaml")
+    (folder / "spec.py").write_text("SOURCE = 1 / 0\n")
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    proc = subprocess.run([sys.executable, "-m", "ablate", "kernel=broken", f"kernel_path=[{tmp_path / 'plugins'}]",
+                           f"build.dir={tmp_path / 'build'}", f"hydra.run.dir={tmp_path / 'hydra'}"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "ablate: kernel 'broken': " in proc.stderr and "ZeroDivisionError" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "build").exists() and not (tmp_path / "mlflow.db").exists()
+
+
+@pytest.mark.parametrize("argv, kernel", [
+    ([], "attention"),
+    (["kernel=rmsnorm"], "rmsnorm"),
+    (["-m", "kernel=rmsnorm", "pathology=glob(*)"], "rmsnorm"),
+    (["--cfg", "job", "kernel=rmsnorm", "shape=r16_h4k"], "rmsnorm"),
+])
+def test_the_command_line_chooses_the_kernel_and_shows_hydra_its_configs(argv, kernel, monkeypatch):
+    monkeypatch.delenv(plugins.CONF_ENV, raising=False)
+    assert plugins.choose(argv).name == kernel
+    assert os.environ[plugins.CONF_ENV] == str(ROOT / "kernels" / kernel / "conf")
