@@ -1,10 +1,15 @@
 # ablate: `make sweep` then `make rank`. Without a GPU, `make static` then `make rank`.
+# KERNEL=rmsnorm picks another kernel plugin (kernels/<name>/; default: conf/config.yaml's),
+# SHAPE=... another of its shapes (default: the kernel's own), ARGS=... any Hydra overrides.
 PYTHON ?= python
+KERNEL ?=
+SHAPE ?=
 SWEEP ?=
 ARGS ?=
 STORE ?= $(or $(MLFLOW_TRACKING_URI),sqlite:///runs/mlflow.db)
+CHOICES = $(if $(KERNEL),kernel=$(KERNEL)) $(if $(SHAPE),shape=$(SHAPE))
 
-.PHONY: install test sweep static rank ui clean purge
+.PHONY: install test sweep static rank ui new-kernel clean purge
 
 install:  ## the Python dependencies (torch: see README)
 	$(PYTHON) -m pip install -r requirements.txt
@@ -12,17 +17,21 @@ install:  ## the Python dependencies (torch: see README)
 test:  ## the test suite; GPU tests skip without CUDA
 	$(PYTHON) -m pytest -q
 
-sweep:  ## every pathology against the base on s512, timed (static without a GPU)
-	$(PYTHON) -m ablate -m 'pathology=glob(*)' shape=s512 $(ARGS)
+sweep:  ## every pathology of the kernel against its base, timed (static without a GPU)
+	$(PYTHON) -m ablate -m $(CHOICES) 'pathology=glob(*)' $(ARGS)
 
 static:  ## every pathology, binaries only: no GPU needed
-	$(PYTHON) -m ablate -m 'pathology=glob(*)' shape=s512 mode=static $(ARGS)
+	$(PYTHON) -m ablate -m $(CHOICES) 'pathology=glob(*)' mode=static $(ARGS)
 
-rank:  ## the latest sweep ranked (SWEEP=<id> for another)
-	$(PYTHON) -m ablate.rank $(if $(SWEEP),--sweep '$(SWEEP)')
+rank:  ## the latest sweep ranked (SWEEP=<id> for another, KERNEL=<name> for a kernel's latest)
+	$(PYTHON) -m ablate.rank $(if $(SWEEP),--sweep '$(SWEEP)') $(if $(KERNEL),--kernel '$(KERNEL)')
 
 ui:  ## the MLflow UI on the store
 	mlflow ui --backend-store-uri '$(STORE)'
+
+new-kernel:  ## a minimal kernel plugin to start from: make new-kernel NAME=my_kernel [DIR=~/kernels]
+	@if [ -z "$(NAME)" ]; then echo "make new-kernel NAME=my_kernel [DIR=folder]: NAME is missing"; exit 1; fi
+	$(PYTHON) -m ablate.new_kernel '$(NAME)' $(if $(DIR),'$(DIR)')
 
 # Derived files only: builds, figures, tables. The MLflow store and Hydra's logs stay.
 clean:

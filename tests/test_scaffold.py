@@ -1,0 +1,96 @@
+"""Bring your own kernel: `python -m ablate.new_kernel NAME DIR` writes a plugin outside the
+project that sweeps as it is (static mode here; timed on a GPU), and `make rank` ranks it,
+with no file of ablate/ changed."""
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+from ablate import new_kernel
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def digest(folder):
+    """A hash of every file under `folder` (names and contents)."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        h.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def sweep(tmp_path, plugins_dir, *extra):
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    return subprocess.run(
+        [sys.executable, "-m", "ablate", "-m", "kernel=my_axpy", f"kernel_path=[{plugins_dir}]",
+         "pathology=glob(*)", *extra, f"build.dir={tmp_path / 'build'}",
+         f"hydra.sweep.dir={tmp_path / 'multirun'}"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_a_scaffolded_plugin_sweeps_and_ranks_without_touching_ablate(tmp_path):
+    before = digest(ROOT / "ablate")
+    plugins_dir = tmp_path / "my_kernels"
+    assert new_kernel.main(["my_axpy", str(plugins_dir)]) == 0
+    folder = plugins_dir / "my_axpy"
+    assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) == [
+        "base/my_axpy.cu", "conf/kernel/my_axpy.yaml", "conf/pathology/scalar_loads.yaml",
+        "conf/shape/n16m.yaml", "patches/scalar_loads.cuh", "spec.py"]
+    assert "ablate_my_axpy_fwd" in (folder / "base" / "my_axpy.cu").read_text()
+
+    proc = sweep(tmp_path, plugins_dir, "mode=static")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("my_axpy")  # the kernel's own experiment
+    jobs = {r.data.params["pathology"]: r for r in client.search_runs([exp.experiment_id])
+            if r.data.tags.get("kind") == "job"}
+    assert sorted(jobs) == ["none", "scalar_loads"]
+    assert all(r.data.tags["status"] == "static" and r.data.params["kernel"] == "my_axpy" for r in jobs.values())
+    assert jobs["scalar_loads"].data.metrics["fingerprint_ok"] == 1
+    assert jobs["scalar_loads"].data.metrics["sass.ldg_128"] == 0 < jobs["none"].data.metrics["sass.ldg_128"]
+
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    env.pop("SWEEP", None)
+    rank = subprocess.run(["make", "-s", "rank", f"PYTHON={sys.executable}"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert rank.returncode == 0, rank.stderr
+    assert "(kernel my_axpy, mode static" in rank.stdout
+    table = rank.stdout.split("Static analysis")[1]
+    assert "scalar_loads" in table and "pass" in table and "FAIL" not in table
+    assert digest(ROOT / "ablate") == before  # nothing of the pipeline was edited
+
+
+def test_the_scaffold_refuses_to_overwrite_or_shadow(tmp_path, capsys):
+    assert new_kernel.main(["my_axpy", str(tmp_path)]) == 0
+    spec = (tmp_path / "my_axpy" / "spec.py").read_text()
+    assert new_kernel.main(["my_axpy", str(tmp_path)]) == 1
+    assert "already exists; nothing was written" in capsys.readouterr().err
+    assert (tmp_path / "my_axpy" / "spec.py").read_text() == spec
+    assert new_kernel.main(["rmsnorm", str(tmp_path / "elsewhere")]) == 1
+    assert "a kernel 'rmsnorm' already exists at" in capsys.readouterr().err
+    assert not (tmp_path / "elsewhere" / "rmsnorm").exists()
+    assert new_kernel.main(["My-Kernel", str(tmp_path)]) == 1
+    assert "must match" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_a_scaffolded_plugin_sweeps_on_a_gpu(tmp_path):
+    plugins_dir = tmp_path / "my_kernels"
+    assert new_kernel.main(["my_axpy", str(plugins_dir)]) == 0
+    proc = sweep(tmp_path, plugins_dir, "mode=gpu", "bench.samples=20")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("my_axpy")
+    jobs = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("kind") == "job"]
+    assert len(jobs) == 2 and all(r.data.tags["status"] == "ok" for r in jobs), \
+        [(r.data.tags["status"], r.data.tags.get("error")) for r in jobs]
+    for r in jobs:
+        m = r.data.metrics
+        assert m["base_gbps"] > 100 and 0 < m["base_peak_fraction"] < 1.2 and m["torch_us"] > 0
+    shutil.rmtree(tmp_path / "build")
