@@ -76,7 +76,8 @@ def test_matches_reference(kernels, request, name, dtype):
 
 
 def test_a_scaled_row_is_scaled_and_a_zero_row_is_zero(kernels):
-    """RMSNorm is scale-invariant per row; eps keeps an all-zero row finite (zero)."""
+    """RMSNorm is scale-invariant per row (up to eps and the rounding of 1/sqrt, so not
+    bitwise); eps keeps an all-zero row finite: exactly zero."""
     shape = SPEC.validate_shape({"rows": 3, "hidden": 4096, "dtype": "fp16", "eps": 1e-6})
     gen = torch.Generator(device="cuda").manual_seed(1)
     x = torch.randn(3, 4096, generator=gen, device="cuda", dtype=torch.float16)
@@ -86,12 +87,19 @@ def test_a_scaled_row_is_scaled_and_a_zero_row_is_zero(kernels):
     y = torch.full_like(x, float("nan"))
     kernels["none"]({"x": x, "w": w, "y": y}, shape)
     torch.cuda.synchronize()
-    assert torch.equal(y[0], y[1]) and torch.equal(y[2], torch.zeros_like(y[2]))
+    assert float((y[0].float() - y[1].float()).norm() / y[0].float().norm()) < SPEC.TOLERANCE["fp16"]
+    assert torch.equal(y[2], torch.zeros_like(y[2]))
+
+
+# A float sum in the order atomics arrive rounds differently from run to run: bitwise
+# determinism is one of the things that pathology gives up (its yaml says so).
+ORDER_DEPENDENT = {"atomic_reduce"}
 
 
 @pytest.mark.parametrize("name", PATHOLOGIES)
 def test_deterministic(kernels, request, name):
-    """Same inputs, bitwise the same output, run after run (many rows: blocks overlap)."""
+    """Same inputs, bitwise the same output, run after run (many rows: blocks overlap); for
+    a reduction in arrival order, the same output within the tolerance."""
     from ablate.check import poisoned_inputs
 
     shape = SPEC.validate_shape({"rows": 4099, "hidden": 2056, "dtype": "bf16", "eps": 1e-6})
@@ -101,6 +109,10 @@ def test_deterministic(kernels, request, name):
     for attempt in range(3):
         tensors["y"].fill_(float("nan"))
         kernels[name](tensors, shape)
+        if name in ORDER_DEPENDENT:
+            drift = float((tensors["y"].float() - first.float()).norm() / first.float().norm())
+            assert drift < SPEC.TOLERANCE["bf16"] / 10, f"{name}: run {attempt + 2} drifts by {drift:.3g}"
+            continue
         changed = int((tensors["y"].view(torch.int16) != first.view(torch.int16)).sum())
         assert changed == 0, f"{name}: run {attempt + 2} differs from run 1 in {changed} elements"
 
