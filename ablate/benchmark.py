@@ -147,7 +147,13 @@ def header_lines(plugin, bench, state, ceiling):
     driver = state["driver"] if state.get("available") else "unknown"
     now = datetime.datetime.now(datetime.timezone.utc)
     name, value, unit = ceiling
-    what = "device-to-device copy" if name == "peak_gbps" else "FP16 matmul (torch, 8192^3)"
+    if name == "peak_gbps":
+        from ablate.peaks import copies
+
+        ways = ", ".join(f"{way} {gbps:.0f}" for way, gbps in copies(torch.cuda.current_device()).items())
+        what = f"device-to-device copy of 1 GiB, the best of ({ways} GB/s):"
+    else:
+        what = "FP16 matmul (torch, 8192^3)"
     return [
         f"### {plugin.name}: base vs its peers, {now:%Y-%m-%d %H:%M} UTC",
         "",

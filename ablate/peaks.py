@@ -1,6 +1,9 @@
 """The GPU's measured ceilings, which a kernel's speed is held to as a fraction of peak.
 
-- memory: a device-to-device copy of 1 GiB (far past L2), counting bytes read and written;
+- memory: a device-to-device copy of 1 GiB (far past L2), counting bytes read and written:
+  the better of cudaMemcpy (torch's copy_) and an elementwise kernel (torch.neg on FP32,
+  16-byte accesses), since the copy engine's path is not the fastest a kernel can move
+  bytes (on the H100, 2.44 against ~3.0 TB/s);
 - compute: an 8192^3 FP16 matrix product through torch (cuBLAS), 2*N^3 FLOPs.
 
 Both are timed under ablate.timing's protocol (CUDA-graph replay of >= min_sample_us, the
@@ -26,14 +29,21 @@ def _median_us(launch, bench=SAMPLES):
 
 @functools.cache
 def copy_gbps(device_index=0):
-    """Device-to-device copy bandwidth in GB/s (bytes read + bytes written per second)."""
+    """Device-to-device copy bandwidth in GB/s (bytes read + bytes written per second): the
+    faster of cudaMemcpy and a kernel that reads and writes every element once."""
+    return max(copies(device_index).values())
+
+
+@functools.cache
+def copies(device_index=0):
+    """{way: GB/s} of each way of copying 1 GiB that copy_gbps takes the best of."""
     import torch
 
     with torch.cuda.device(device_index):
-        src = torch.empty(COPY_BYTES, dtype=torch.uint8, device="cuda").random_(0, 255)
+        src = torch.empty(COPY_BYTES // 4, dtype=torch.float32, device="cuda").uniform_()
         dst = torch.empty_like(src)
-        us = _median_us(lambda i: dst.copy_(src))
-    return 2 * COPY_BYTES / us / 1e3
+        ways = {"cudaMemcpy": lambda i: dst.copy_(src), "kernel": lambda i: torch.neg(src, out=dst)}
+        return {way: 2 * COPY_BYTES / _median_us(launch) / 1e3 for way, launch in ways.items()}
 
 
 @functools.cache
