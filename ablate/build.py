@@ -22,6 +22,8 @@ from ablate import ptxas
 from ablate.variant import Variant
 
 ARCH_RE = re.compile(r"^sm_(\d+a?)$")
+# ablate's own headers for kernel plugins (<ablate/variant_info.h>), on every include path.
+INCLUDE = Path(__file__).resolve().parent / "include"
 DEFAULT_ARCH = "sm_90"  # the H100's, used when no GPU is visible
 HEADER_SUFFIXES = {".h", ".hh", ".hpp", ".cuh", ".cu", ".inc"}
 
@@ -134,7 +136,7 @@ def compile_command(variant: Variant, build_cfg, kernel, arch: str, root) -> lis
     flags = [str(f) for f in build_cfg.flags]
     command = [str(build_cfg.nvcc), *flags, "-shared", "-Xcompiler", "-fPIC", "-Xptxas", "-v",
                "-gencode", f"arch=compute_{number},code=sm_{number}"]
-    command += [f"-I{_shown(kernel.dir, root)}"]
+    command += [f"-I{_shown(kernel.dir, root)}", f"-I{_shown(INCLUDE, root)}"]
     for header in variant.headers:
         command += ["-include", header]
     command += [f"-D{name}={value}" for name, value in variant.macros.items()]
@@ -232,13 +234,14 @@ def find_ninja() -> str:
 
 
 def _kernel_sources(kernel) -> list[Path]:
-    """The kernel's source and every header in its folder, in a stable order."""
+    """The kernel's source, every header in its folder and ablate's own, in a stable order."""
     source, folder = Path(kernel.source).resolve(), Path(kernel.dir).resolve()
     if not source.is_file():
         raise BuildError(f"the kernel's source {source} is not a file")
     if not folder.is_dir():
         raise BuildError(f"the kernel's folder {folder} is not a directory")
-    files = {source} | {p for p in folder.rglob("*") if p.is_file() and p.suffix in HEADER_SUFFIXES}
+    files = {source} | {p for d in (folder, INCLUDE) for p in d.rglob("*")
+                        if p.is_file() and p.suffix in HEADER_SUFFIXES}
     return sorted(files)
 
 

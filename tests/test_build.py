@@ -219,6 +219,7 @@ def test_the_compile_command(tmp_path):
     # The patch lies outside this project (ablate's): its absolute path reaches nvcc.
     assert command[command.index("-include") + 1] == str(p.kernel.dir / "patches" / "p.cuh")
     assert {"-DABLATE_P=1", "-DABLATE_Q=x_1", "-DABLATE_PATHOLOGIES=p+q", "-Ikernels/tiny",
+            f"-I{ROOT / 'ablate' / 'include'}",
             "-shared", "-fPIC", "-std=c++17"} <= set(command)
     assert "-v" == command[command.index("-Xptxas") + 1]
     base = compile_command(p.base, p.build_cfg, p.kernel, "sm_80", p.root)

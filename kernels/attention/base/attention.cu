@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include <ablate/variant_info.h>
+
 #include "base/ablate_attention.h"
 #include "base/tile.cuh"
 #include "base/layout.cuh"
@@ -183,9 +185,6 @@ extern "C" int ablate_attention_fwd(const void* q, const void* k, const void* v,
 }
 
 // ---- What was compiled ------------------------------------------------------------------
-#define ABLATE_STR(...) #__VA_ARGS__
-#define ABLATE_XSTR(...) ABLATE_STR(__VA_ARGS__)
-
 template <int D>
 static std::string config_json() {
   using T = ABLATE_SEAM_TILE<D>;
@@ -198,22 +197,9 @@ static std::string config_json() {
          "}";
 }
 
-static std::string names_json(const std::string& csv) {  // "a+b" -> ["a", "b"]
-  std::string out = "[", item;
-  for (size_t i = 0; i <= csv.size(); ++i) {
-    if (i == csv.size() || csv[i] == '+') {
-      if (!item.empty()) out += (out.size() > 1 ? ", \"" : "\"") + item + "\"";
-      item.clear();
-    } else if (csv[i] != ' ') {
-      item += csv[i];
-    }
-  }
-  return out + "]";
-}
-
 extern "C" const char* ablate_variant_info(void) {
   static const std::string info =
-      "{\"pathologies\": " + names_json(ABLATE_XSTR(ABLATE_PATHOLOGIES)) +
+      "{\"pathologies\": " + ablate::names_json(ABLATE_XSTR(ABLATE_PATHOLOGIES)) +
       ", \"seams\": {\"tile\": \"" ABLATE_XSTR(ABLATE_SEAM_TILE) "\", \"smem_layout\": \"" ABLATE_XSTR(
           ABLATE_SEAM_SMEM_LAYOUT) "\", \"gmem_load\": \"" ABLATE_XSTR(ABLATE_SEAM_GMEM_LOAD)
       "\", \"pipeline\": \"" ABLATE_XSTR(ABLATE_SEAM_PIPELINE) "\", \"score_acc\": \"" ABLATE_XSTR(

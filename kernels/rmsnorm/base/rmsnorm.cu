@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <string>
 
+#include <ablate/variant_info.h>
+
 #include "base/ablate_rmsnorm.h"
 #include "base/dtype.cuh"
 #include "base/vector.cuh"
@@ -160,9 +162,6 @@ extern "C" int ablate_rmsnorm_fwd(const void* x, const void* w, void* y, long lo
 }
 
 // ---- What was compiled ------------------------------------------------------------------
-#define ABLATE_STR(...) #__VA_ARGS__
-#define ABLATE_XSTR(...) ABLATE_STR(__VA_ARGS__)
-
 static std::string bucket_label(int n) {  // 256 -> "256", 4096 -> "4k"
   return n % 1024 == 0 ? std::to_string(n / 1024) + "k" : std::to_string(n);
 }
@@ -189,19 +188,6 @@ static std::string config_json() {
          field("x_bytes_per_block", 2LL * L::kRows * kBucket) + "}";
 }
 
-static std::string names_json(const std::string& csv) {  // "a+b" -> ["a", "b"]
-  std::string out = "[", item;
-  for (size_t i = 0; i <= csv.size(); ++i) {
-    if (i == csv.size() || csv[i] == '+') {
-      if (!item.empty()) out += (out.size() > 1 ? ", \"" : "\"") + item + "\"";
-      item.clear();
-    } else if (csv[i] != ' ') {
-      item += csv[i];
-    }
-  }
-  return out + "]";
-}
-
 static std::string configs_json() {
   std::string out;
   auto add = [&](std::string item) { out += (out.empty() ? "" : ", ") + item; };
@@ -214,7 +200,7 @@ static std::string configs_json() {
 
 extern "C" const char* ablate_variant_info(void) {
   static const std::string info =
-      "{\"pathologies\": " + names_json(ABLATE_XSTR(ABLATE_PATHOLOGIES)) + ", \"seams\": {"
+      "{\"pathologies\": " + ablate::names_json(ABLATE_XSTR(ABLATE_PATHOLOGIES)) + ", \"seams\": {"
       "\"vector\": \"" ABLATE_XSTR(ABLATE_SEAM_VECTOR) "\", "
       "\"access\": \"" ABLATE_XSTR(ABLATE_SEAM_ACCESS) "\", "
       "\"reduce\": \"" ABLATE_XSTR(ABLATE_SEAM_REDUCE) "\", "

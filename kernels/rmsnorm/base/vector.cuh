@@ -14,50 +14,34 @@
 // chunk costs no branch, and volatile, so the compiler never merges two loads of one address
 // (a pathology that reads x twice must really read it twice).
 
+// A read-only load policy: predicated 16- or 2-byte loads through the non-coherent path
+// (zero when !valid), with a cache qualifier for L1. The two policies differ in it alone.
+#define ABLATE_RMSNORM_READ_ONLY(NAME, QUALIFIER)                                            \
+  struct NAME {                                                                              \
+    __device__ __forceinline__ static uint4 v4(const uint16_t* p, bool valid) {              \
+      uint4 v;                                                                               \
+      asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"                            \
+                   " mov.b32 %0, 0;\n mov.b32 %1, 0;\n mov.b32 %2, 0;\n mov.b32 %3, 0;\n"   \
+                   " @p ld.global.nc" QUALIFIER ".v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"        \
+                   : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)                              \
+                   : "l"(p), "r"(static_cast<int>(valid)));                                  \
+      return v;                                                                              \
+    }                                                                                        \
+    __device__ __forceinline__ static uint16_t u16(const uint16_t* p, bool valid) {          \
+      uint16_t v;                                                                            \
+      asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n mov.b16 %0, 0;\n"           \
+                   " @p ld.global.nc" QUALIFIER ".u16 %0, [%1];\n}\n"                         \
+                   : "=h"(v) : "l"(p), "r"(static_cast<int>(valid)));                        \
+      return v;                                                                              \
+    }                                                                                        \
+  }
+
 // x: each element is read exactly once, so L1::no_allocate streams it past L1 instead of
 // letting it evict w (up to 32 KB, re-read by every row of every block on the SM).
-struct StreamOnce {
-  __device__ __forceinline__ static uint4 v4(const uint16_t* p, bool valid) {
-    uint4 v;
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
-        " mov.b32 %0, 0;\n mov.b32 %1, 0;\n mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
-        " @p ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p), "r"(static_cast<int>(valid)));
-    return v;
-  }
-  __device__ __forceinline__ static uint16_t u16(const uint16_t* p, bool valid) {
-    uint16_t v;
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n mov.b16 %0, 0;\n"
-        " @p ld.global.nc.L1::no_allocate.u16 %0, [%1];\n}\n"
-        : "=h"(v) : "l"(p), "r"(static_cast<int>(valid)));
-    return v;
-  }
-};
+ABLATE_RMSNORM_READ_ONLY(StreamOnce, ".L1::no_allocate");
 
 // w: the same few KB for every row, so it stays cached in L1 (and L2) after the first row.
-struct KeepCached {
-  __device__ __forceinline__ static uint4 v4(const uint16_t* p, bool valid) {
-    uint4 v;
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
-        " mov.b32 %0, 0;\n mov.b32 %1, 0;\n mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
-        " @p ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p), "r"(static_cast<int>(valid)));
-    return v;
-  }
-  __device__ __forceinline__ static uint16_t u16(const uint16_t* p, bool valid) {
-    uint16_t v;
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n mov.b16 %0, 0;\n"
-        " @p ld.global.nc.u16 %0, [%1];\n}\n"
-        : "=h"(v) : "l"(p), "r"(static_cast<int>(valid)));
-    return v;
-  }
-};
+ABLATE_RMSNORM_READ_ONLY(KeepCached, "");
 
 // The vector seam's base: a chunk is 8 elements = 16 bytes = 4 words, the widest access a
 // thread can make. hidden is a multiple of 8, so a chunk lies wholly inside the row or wholly
