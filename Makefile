@@ -9,7 +9,7 @@ ARGS ?=
 STORE ?= $(or $(MLFLOW_TRACKING_URI),sqlite:///runs/mlflow.db)
 CHOICES = $(if $(KERNEL),kernel=$(KERNEL)) $(if $(SHAPE),shape=$(SHAPE))
 
-.PHONY: install test sweep static rank ui new-kernel clean purge
+.PHONY: install test sweep static rank compare calibrate ui new-kernel clean purge
 
 install:  ## the Python dependencies (torch: see README)
 	$(PYTHON) -m pip install -r requirements.txt
@@ -25,6 +25,14 @@ static:  ## every pathology, binaries only: no GPU needed
 
 rank:  ## the latest sweep ranked (SWEEP=<id> for another, KERNEL=<name> for a kernel's latest)
 	$(PYTHON) -m ablate.rank $(if $(SWEEP),--sweep '$(SWEEP)') $(if $(KERNEL),--kernel '$(KERNEL)')
+
+compare:  ## two sweeps side by side, the results that disagree beyond their intervals flagged: make compare A=<id> B=<id>
+	@if [ -z "$(A)" ] || [ -z "$(B)" ]; then echo "make compare A=<sweep id> B=<sweep id>: both are needed"; exit 1; fi
+	$(PYTHON) -m ablate.rank --compare '$(A)' '$(B)'
+
+calibrate:  ## the calibrations (conf/calibration/: effects known by construction) timed, then whether each interval covers its truth
+	$(PYTHON) -m ablate -m $(CHOICES) 'calibration=glob(*)' $(ARGS)
+	$(PYTHON) -m ablate.rank $(if $(KERNEL),--kernel '$(KERNEL)')
 
 ui:  ## the MLflow UI on the store
 	mlflow ui --backend-store-uri '$(STORE)'

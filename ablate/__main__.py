@@ -153,7 +153,8 @@ def gpu_job(cfg, plugin, shape, variant, peers, builds, info):
     # Read off the build before timing, so nothing after the worker can lose its result.
     resources = shape_metrics(var, info, plugin.spec, shape)
     spec = {"kernel_dir": str(plugin.dir), "base_so": str(builds["none"].lib), "variant_so": str(var.lib),
-            "shape": shape, "peers": peers, "bench": OmegaConf.to_container(cfg.bench, resolve=True)}
+            "shape": shape, "peers": peers, "launches": variant.launches,
+            "bench": OmegaConf.to_container(cfg.bench, resolve=True)}
     out = run_worker(spec, cfg.bench.timeout_s)
     out["metrics"].update(resources)
     return out

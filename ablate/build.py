@@ -19,11 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ablate import ptxas
-from ablate.variant import Variant
+from ablate.variant import INCLUDE, Variant  # INCLUDE: ablate's headers, on every include path
 
 ARCH_RE = re.compile(r"^sm_(\d+a?)$")
-# ablate's own headers for kernel plugins (<ablate/variant_info.h>), on every include path.
-INCLUDE = Path(__file__).resolve().parent / "include"
 DEFAULT_ARCH = "sm_90"  # the H100's, used when no GPU is visible
 HEADER_SUFFIXES = {".h", ".hh", ".hpp", ".cuh", ".cu", ".inc"}
 

@@ -28,7 +28,7 @@ def slowdown_bars(ranked, shape, path):
         ax.set_xscale("log")
     ax.set_yticks(y, d["pathology"])
     ax.invert_yaxis()  # worst on top
-    ax.set_xlabel("slowdown against the base (ratio of medians, 95% bootstrap interval)")
+    ax.set_xlabel("slowdown against the base (95% interval over the job's replicates)")
     ax.set_title(f"Pathologies ranked by slowdown, shape {shape}")
     ax.legend(handles=[Patch(color=c, label=k) for k, c in PALETTE.items()], title="significant",
               loc="lower right")

@@ -4,10 +4,13 @@ changed in the binary.
     python -m ablate.rank                 # the latest sweep, of whichever kernel
     python -m ablate.rank --kernel rmsnorm  # the latest sweep of one kernel
     python -m ablate.rank --sweep ID      # another one (or SWEEP=ID make rank)
+    python -m ablate.rank --compare A B   # two sweeps side by side: which results disagree
 
 A timed sweep gives the ranking: per shape, worst slowdown first, with its 95% interval;
 jobs that were not timed (build_failed, crashed, incorrect, timeout) are listed below it,
-never ranked. A static sweep gives the static table: each pathology's registers, shared
+never ranked; calibrations (whose true effect is known: `make calibrate`) get a table of
+their own, which says whether each interval covers the truth. A static sweep gives the
+static table: each pathology's registers, shared
 memory, spills, occupancy and SASS instruction classes against the base's. When the sweep
 has only one kind, the latest sweep of the other kind at the same git commit is shown
 beside it. Writes rank.csv (one row per job), rank.md and plots/ beside the sqlite store
@@ -25,10 +28,13 @@ from mlflow import MlflowClient
 from omegaconf import OmegaConf
 
 from ablate import plots
+from ablate.stats import overlap
 from ablate.tracking import ROOT, sqlite_path, tracking_uri
 
 STATIC = ["regs", "smem_bytes", "spill_bytes", "threads_per_block", "occupancy_blocks", "occupancy_warps"]
 TIMED = ["base_us", "variant_us", "slowdown", "slowdown_lo", "slowdown_hi", "significant"]
+RANKING_TITLE = ("Ranking (slowdown = variant time / base time; 95% interval over the job's replicates, "
+                 "significant = beyond 1 +- bench.min_effect):")
 
 
 class RankError(Exception):
@@ -42,10 +48,15 @@ def main(argv=None):
     p.add_argument("--kernel", default=os.environ.get("KERNEL") or None,
                    help="the kernel whose latest sweep to rank (or KERNEL=name make rank); default: any")
     p.add_argument("--experiment", help="MLflow experiment to look in; default: every experiment")
+    p.add_argument("--compare", nargs=2, metavar=("A", "B"),
+                   help="two sweep ids (or parent run ids): their results side by side")
     p.add_argument("--out", type=Path, help="output folder; default: beside the sqlite store (runs/)")
     args = p.parse_args(argv)
     try:
-        print(rank(args.sweep, args.experiment, args.out, args.kernel))
+        if args.compare:
+            print(compare(*args.compare, args.experiment, args.out, args.kernel))
+        else:
+            print(rank(args.sweep, args.experiment, args.out, args.kernel))
     except RankError as e:
         print(f"rank: {e}", file=sys.stderr)
         return 1
@@ -56,12 +67,19 @@ def rank(sweep=None, experiment=None, out=None, kernel=None):
     """Read the store, write rank.csv, rank.md and plots/, and return the report's text."""
     uri, titles, jobs = read_store(sweep, experiment, kernel)
     ranked, unranked = ranking(jobs)
+    known = ranked["truth"].notna() & (ranked["truth"] != "none")
+    calibrations, ranked = ranked[known], ranked[~known]
     static = static_table(jobs, order=list(dict.fromkeys(ranked["pathology"])))
     sections, md = list(titles), []
     if not ranked.empty:
-        sections += ["Ranking (slowdown = median variant time / median base time, 95% bootstrap interval):",
-                     ranking_view(ranked).to_string(index=False), mechanisms(ranked)]
+        sections += [RANKING_TITLE, ranking_view(ranked).to_string(index=False), mechanisms(ranked)]
         md += ["## Ranking", markdown(ranking_view(ranked, details=True))]
+    if not calibrations.empty:
+        view = calibration_view(calibrations)
+        covered = int((view["covers the truth"] == "yes").sum())
+        sections += [f"Calibration (true effect known by construction): {covered} of {len(view)} "
+                     "intervals cover the truth:", view.to_string(index=False)]
+        md += ["## Calibration", markdown(view)]
     if not unranked.empty:
         view = unranked[["pathology", "shape", "status"]].assign(
             error=unranked["error"].fillna("").map(lambda e: e.strip().split("\n")[0][:120]))
@@ -81,11 +99,52 @@ def rank(sweep=None, experiment=None, out=None, kernel=None):
     return "\n\n".join(sections)
 
 
-def read_store(sweep, experiment=None, kernel=None):
-    """(tracking URI, a title line per sweep shown, their jobs): the chosen sweep (the latest
-    of any kernel's experiment, unless `experiment`, `kernel` or `sweep` say which), and when
-    it has only timed or only static jobs, the latest sweep of the other kind at the same
-    commit."""
+def compare(a, b, experiment=None, out=None, kernel=None):
+    """Two sweeps' results side by side, per pathology and shape: each slowdown with its
+    interval, and whether the intervals overlap (they can be the same effect) or not (the
+    two runs disagree beyond their intervals). Writes compare.csv and compare.md."""
+    uri, sweeps = sweeps_in_store(experiment, kernel)
+    chosen = [pick_sweep(sweeps, wanted) for wanted in (a, b)]
+    jobs = [load_jobs(s["experiment_id"], s) for s in chosen]
+    ranked = [ranking(j)[0] for j in jobs]
+    key = ["pathology", "shape"]
+    cols = key + ["slowdown", "slowdown_lo", "slowdown_hi"]
+    both = ranked[0][cols].merge(ranked[1][cols], on=key, how="outer", suffixes=(" A", " B"))
+    rows = []
+    for _, r in both.iterrows():
+        present = [not pd.isna(r[f"slowdown {x}"]) for x in "AB"]
+        verdict = ("agree" if overlap(r["slowdown_lo A"], r["slowdown_hi A"], r["slowdown_lo B"], r["slowdown_hi B"])
+                   else "DISAGREE") if all(present) else f"only in {'A' if present[0] else 'B'}"
+        rows.append({"pathology": r["pathology"], "shape": r["shape"],
+                     "A [95% CI]": _interval(r, " A"), "B [95% CI]": _interval(r, " B"),
+                     "B / A": f"{r['slowdown B'] / r['slowdown A']:.4f}" if all(present) else "-",
+                     "verdict": verdict})
+    view = pd.DataFrame(rows)
+    paired = view[view["verdict"].isin(["agree", "DISAGREE"])]
+    agree = int((paired["verdict"] == "agree").sum())
+    titles = [header(s, j, uri if label == "A" else None, f"{label}: sweep")
+              for label, s, j in zip("AB", chosen, jobs)]
+    lines = titles + [f"{agree} of {len(paired)} jobs in both agree (their intervals overlap); "
+                      f"{len(paired) - agree} disagree beyond their intervals:", view.to_string(index=False)]
+    db = sqlite_path(uri)
+    out = Path(out) if out else (db.resolve().parent if db is not None else ROOT / "runs")
+    out.mkdir(parents=True, exist_ok=True)
+    view.to_csv(out / "compare.csv", index=False)
+    (out / "compare.md").write_text("# ablate: two sweeps compared\n\n" + "  \n".join(titles) + "\n\n"
+                                    + lines[-2] + "\n\n" + markdown(view) + "\n")
+    lines.append(f"Wrote {out / 'compare.csv'}, {out / 'compare.md'}")
+    return "\n\n".join(lines)
+
+
+def _interval(row, suffix):
+    if pd.isna(row[f"slowdown{suffix}"]):
+        return "-"
+    return f"{row[f'slowdown{suffix}']:.3f}x [{row[f'slowdown_lo{suffix}']:.3f}, {row[f'slowdown_hi{suffix}']:.3f}]"
+
+
+def sweeps_in_store(experiment=None, kernel=None):
+    """(tracking URI, the sweeps of the store, latest first), in `experiment` or every
+    experiment, of `kernel` or every kernel; RankError when there are none."""
     cfg = OmegaConf.load(ROOT / "conf" / "config.yaml")
     uri = tracking_uri(cfg)
     db = sqlite_path(uri)
@@ -106,6 +165,15 @@ def read_store(sweep, experiment=None, kernel=None):
     if sweeps.empty:
         whose = f" of kernel {kernel!r}" if kernel else ""
         raise RankError(f"no sweep{whose} in {uri} (runs of `python -m ablate -m ...`; make sweep)")
+    return uri, sweeps
+
+
+def read_store(sweep, experiment=None, kernel=None):
+    """(tracking URI, a title line per sweep shown, their jobs): the chosen sweep (the latest
+    of any kernel's experiment, unless `experiment`, `kernel` or `sweep` say which), and when
+    it has only timed or only static jobs, the latest sweep of the other kind at the same
+    commit."""
+    uri, sweeps = sweeps_in_store(experiment, kernel)
     chosen = pick_sweep(sweeps, sweep)
     experiment_id = chosen["experiment_id"]
     sweeps = sweeps[sweeps["experiment_id"] == experiment_id]
@@ -117,7 +185,7 @@ def read_store(sweep, experiment=None, kernel=None):
     elif not (jobs["status"] == "ok").any():
         other = companion(experiment_id, sweeps, chosen, "ok")
     if other is not None:
-        titles.append(header(*other, uri, beside=True))
+        titles.append(header(*other, lead="Beside it, sweep"))
         jobs = pd.concat([jobs, other[1]], ignore_index=True)
     return uri, titles, jobs
 
@@ -147,6 +215,8 @@ def load_jobs(experiment_id, sweep):
         "status": col("tags.status"),
         "mechanism": col("params.mechanism"),
         "expected": col("params.expected"),
+        "truth": col("params.truth"),
+        "stop": col("params.stop_reason"),
         "error": col("tags.error"),
         "start_time": runs.get("start_time"),
     })
@@ -166,13 +236,14 @@ def companion(experiment_id, sweeps, chosen, status):
     return None
 
 
-def header(sweep, jobs, uri, beside=False):
+def header(sweep, jobs, uri=None, lead="Sweep"):
+    """A sweep's title line (and the store's, when `uri` is given)."""
     counts = ", ".join(f"{n} {s}" for s, n in jobs["status"].value_counts().items()) or "no jobs"
     kernel = sweep.get("tags.kernel")
     kernel = f"kernel {kernel}, " if isinstance(kernel, str) else ""
-    return (f"{'Beside it, sweep' if beside else 'Sweep'} {sweep.get('tags.sweep_id')} "
+    return (f"{lead} {sweep.get('tags.sweep_id')} "
             f"({kernel}mode {sweep.get('tags.mode')}, commit {sweep.get('tags.git_commit')}, "
-            f"{sweep['status'].lower()}; jobs: {counts})" + ("" if beside else f"\nstore: {uri}"))
+            f"{sweep['status'].lower()}; jobs: {counts})" + (f"\nstore: {uri}" if uri else ""))
 
 
 def ranking(jobs):
@@ -208,10 +279,29 @@ def ranking_view(ranked, details=False):
                               zip(ranked["slowdown"], ranked["slowdown_lo"], ranked["slowdown_hi"])],
         "significant": ranked["significant"],
     })
+    if "replicates" in ranked and ranked["replicates"].notna().any():
+        # How many replicates the interval stands on, and what ended them (precision reached,
+        # or the budget or the replicate cap first: a noisy job).
+        view["reps"] = ranked["replicates"].map(lambda n: "-" if pd.isna(n) else f"{n:.0f}")
+        view["stop"] = ranked["stop"].fillna("-")
     if details:
         view["mechanism"] = ranked["mechanism"].fillna("")
         view["expected"] = ranked["expected"].fillna("")
     return view
+
+
+def calibration_view(calibrations):
+    """Each calibration's recovered ratio, its interval, the truth and whether it is covered."""
+    truth = calibrations["truth"].astype(float)
+    return pd.DataFrame({
+        "calibration": calibrations["pathology"],
+        "shape": calibrations["shape"],
+        "slowdown [95% CI]": [f"{s:.4f}x [{lo:.4f}, {hi:.4f}]" for s, lo, hi in
+                              zip(calibrations["slowdown"], calibrations["slowdown_lo"], calibrations["slowdown_hi"])],
+        "truth": truth.map("{:g}".format),
+        "covers the truth": np.where((calibrations["slowdown_lo"] <= truth) & (truth <= calibrations["slowdown_hi"]),
+                                     "yes", "NO"),
+    })
 
 
 def mechanisms(ranked):

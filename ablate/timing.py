@@ -10,8 +10,16 @@ its own pair of CUDA events, divided by the launches in it: microseconds per lau
 
 With `bench.l2 = cold` the input sets together exceed twice the L2 size, and one extra set
 makes sure the set a launch reads was evicted since its last use, whatever came before.
+
+A job repeats that measurement in independent replicates (`replicates`): fresh input
+allocations (the earlier replicates' stay allocated, so the new tensors lie elsewhere in
+memory), fresh graph captures, the candidates in a new random order. It stops once the
+slowdown's interval over the replicates is within `bench.precision`, or the replicates
+reach `bench.max_replicates`, or the timing has taken `bench.budget_s`, at least
+`bench.replicates` of them in any case, and says which stopped it.
 """
 import math
+import time
 
 import numpy as np
 
@@ -24,13 +32,17 @@ def validate_bench(bench):
     the peers are checked against the kernel's by `peer_names`."""
     if bench["l2"] not in ("cold", "warm"):
         raise ValueError(f"bench.l2 must be cold or warm, got {bench['l2']!r}")
-    for key, least, kinds in (("samples", 2, int), ("warmup", 0, int), ("bootstrap", 100, int),
-                              ("seed", 0, int), ("min_sample_us", 1, (int, float)),
-                              ("timeout_s", 1, (int, float))):
+    for key, least, kinds in (("samples", 2, int), ("warmup", 0, int), ("replicates", 2, int),
+                              ("max_replicates", 2, int), ("seed", 0, int),
+                              ("min_sample_us", 1, (int, float)), ("timeout_s", 1, (int, float)),
+                              ("budget_s", 0, (int, float))):
         value = bench[key]
         if isinstance(value, bool) or not isinstance(value, kinds) or value < least:
             raise ValueError(f"bench.{key} must be a number >= {least}, got {value!r}")
-    for key in ("tolerance", "min_effect"):
+    if bench["max_replicates"] < bench["replicates"]:
+        raise ValueError(f"bench.max_replicates ({bench['max_replicates']}) is below bench.replicates "
+                         f"({bench['replicates']})")
+    for key in ("tolerance", "min_effect", "precision"):
         value = bench[key]
         if key == "tolerance" and value is None:  # the kernel spec's own
             continue
@@ -74,9 +86,11 @@ def first_line(error):
     return text.splitlines()[0] if text else repr(error)
 
 
-def kernel_launcher(kernel, sets, shape):
+def kernel_launcher(kernel, sets, shape, launches=1):
+    """launch(i): the kernel on input set i, `launches` times over (a calibration's doing)."""
     def launch(i):
-        kernel(sets[i], shape)
+        for _ in range(launches):
+            kernel(sets[i], shape)
     return launch
 
 
@@ -192,3 +206,27 @@ def measure(candidates, n_sets, bench, optional=()):
     times = {name: np.array([s.elapsed_time(e) * 1000.0 / graphs[name][1] for s, e in events[name]])
              for name in names}
     return times, {name: graphs[name][1] for name in names}, dropped
+
+
+def replicates(take, bench, estimate, clock=time.monotonic):
+    """Take replicates until the estimate is precise enough, the replicates run out, or the
+    budget is spent, whichever comes first (at least bench.replicates of them).
+
+    take(i) -> replicate i's measurement; estimate(measurements) -> a dict with
+    `half_width` (stats.slowdown). Returns (measurements, stop reason: "precision",
+    "max_replicates" or "budget", seconds taken)."""
+    start = clock()
+    taken = []
+    while True:
+        taken.append(take(len(taken)))
+        if len(taken) < bench["replicates"]:
+            continue
+        if estimate(taken)["half_width"] <= bench["precision"]:
+            reason = "precision"
+        elif len(taken) >= bench["max_replicates"]:
+            reason = "max_replicates"
+        elif clock() - start >= bench["budget_s"]:
+            reason = "budget"
+        else:
+            continue
+        return taken, reason, clock() - start

@@ -8,6 +8,7 @@ broken store never loses a measurement.
 import datetime
 import json
 import logging
+import math
 import numbers
 import os
 import re
@@ -212,6 +213,7 @@ def job_params(cfg, result, problems):
         "macros": " ".join(f"{k}={v}" for k, v in macros.items()) or "none",
         "mechanism": _joined(pathology, texts, "mechanism"),
         "expected": _joined(pathology, texts, "expected"),
+        "truth": _truth(pathology, names),
         "shape": _shape_name(cfg),
         # What the job did: mode=gpu falls back to static on a machine with no GPU.
         "mode": "static" if result.get("status") == "static" else str(OmegaConf.select(cfg, "mode")),
@@ -295,6 +297,13 @@ def _shape_name(cfg):
         if choice:
             return str(choice)
     return str(OmegaConf.select(cfg, "shape.name", default="unknown"))
+
+
+def _truth(pathology, names):
+    """A calibration's known slowdown (the product over the job's pathologies), or "none"."""
+    truths = [(pathology.get(n) or {}).get("truth") for n in names]
+    truths = [float(t) for t in truths if t is not None]
+    return f"{math.prod(truths):g}" if truths else "none"
 
 
 def _joined(pathology, names, field):

@@ -2,11 +2,16 @@
 
 `cfg.pathology` maps each selected pathology's name to its yaml content (docs/design.md):
 `pathology=none` gives `{none: {...}}`, `pathology=[a,b]` gives `{a: {...}, b: {...}}`.
-A pathology's header is a path relative to its kernel's plugin folder (patches/x.cuh).
+A pathology's header is a path relative to its kernel's plugin folder (patches/x.cuh), or to
+ablate/include/ for ablate's own (the calibrations': ablate/calibration_null.cuh).
+Calibrations (conf/calibration/, `make calibrate`) are pathologies whose true effect is
+known by construction: `truth` states it, and `launches: N` makes each launch of the
+variant N launches of its kernel.
 Everything that later reaches nvcc's command line is checked here against strict patterns,
 so a bad config is a clear error before anything is built.
 """
 import itertools
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,11 +23,12 @@ from ablate import fingerprint
 
 BASE = "none"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+INCLUDE = Path(__file__).resolve().parent / "include"
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 MACRO_NAME_RE = re.compile(r"^ABLATE_[A-Z0-9_]+$")
 MACRO_VALUE_RE = re.compile(r"^[A-Za-z0-9_]*$")
-SPEC_KEYS = {"header", "macros", "seam", "mechanism", "expected", "fingerprint"}
+SPEC_KEYS = {"header", "macros", "seam", "mechanism", "expected", "fingerprint", "launches", "truth"}
 
 
 class VariantError(ValueError):
@@ -36,6 +42,7 @@ class Variant:
     macros: dict[str, str] = field(default_factory=dict)  # -DNAME=VALUE, sorted by name
     headers: tuple[str, ...] = ()  # -include paths: relative to the project root when inside it
     specs: dict[str, dict] = field(default_factory=dict)  # each pathology's yaml content
+    launches: int = 1  # launches of the kernel per launch of the variant (calibrations)
 
     @property
     def is_base(self) -> bool:
@@ -80,6 +87,7 @@ def variant_from_cfg(pathology_cfg, kernel_dir) -> Variant:
         macros=dict(sorted(macros.items())),
         headers=tuple(headers),
         specs=specs,
+        launches=math.prod(int(spec.get("launches") or 1) for spec in specs.values()),
     )
 
 
@@ -96,6 +104,12 @@ def _check_spec(name, spec) -> dict:
             f"pathology '{name}': unknown field(s) {unknown}; known: {sorted(SPEC_KEYS)}")
     if name == BASE and (spec.get("macros") or spec.get("header")):
         raise VariantError(f"pathology '{BASE}' is the base: it takes no macros and no header")
+    launches = spec.get("launches")
+    if launches is not None and (isinstance(launches, bool) or not isinstance(launches, int) or launches < 1):
+        raise VariantError(f"pathology '{name}': launches must be a whole number >= 1, got {launches!r}")
+    truth = spec.get("truth")
+    if truth is not None and (isinstance(truth, bool) or not isinstance(truth, (int, float)) or not truth > 0):
+        raise VariantError(f"pathology '{name}': truth must be a positive number (the known slowdown), got {truth!r}")
     if spec.get("fingerprint") is not None:
         try:
             fingerprint.validate(spec["fingerprint"])
@@ -140,8 +154,10 @@ def _check_header(name: str, header, kernel_dir: Path) -> str | None:
     if path.suffix != ".cuh":
         raise VariantError(f"pathology '{name}': header {header!r} must end in .cuh")
     resolved = (kernel_dir / path).resolve()
-    # The kernel's own folder; or this project (the test-only pathologies of tests/).
-    if not (resolved.is_relative_to(kernel_dir) or resolved.is_relative_to(PROJECT_ROOT)):
+    if not resolved.exists() and (INCLUDE / path).is_file():
+        resolved = (INCLUDE / path).resolve()  # one of ablate's own headers
+    # The kernel's own folder; or this project (the test-only pathologies of tests/); or ablate's.
+    if not any(resolved.is_relative_to(d) for d in (kernel_dir, PROJECT_ROOT, INCLUDE)):
         raise VariantError(f"pathology '{name}': header {header!r} is outside the kernel's "
                            f"folder {kernel_dir}")
     if not resolved.is_file():

@@ -19,7 +19,8 @@ the end of the sweep (`stop_worker`, and atexit), on EOF on stdin, or with the p
 
 The spec: {"kernel_dir": the kernel's plugin folder, "base_so": path, "variant_so": path,
 "shape": {the shape's fields, as the kernel's spec validated them}, "peers": [names],
-"bench": {the bench config}}.
+"launches": how many launches of the variant stand for one (1; a calibration's 2), "bench":
+{the bench config}}.
 """
 import atexit
 import contextlib
@@ -186,6 +187,54 @@ def _kernel(kernel_dir, path):
     return Kernel(path, plugins.load_dir(kernel_dir).spec)
 
 
+def _replicates(kspec, base, variant, shape, bench, spec, n_sets, device):
+    """Time base, variant (launched spec["launches"] times: calibrations) and the peers in
+    replicates until the slowdown is precise enough (timing.replicates). Every replicate
+    gets input sets of its own, allocated while the earlier ones stay allocated, so that
+    they lie elsewhere in memory; when the next would leave less than a quarter of the GPU's
+    memory free, the oldest are released first, and `reused` says so.
+
+    Returns (one {candidate: samples} per replicate, stop reason, seconds, launches per
+    sample of the last replicate, {peer: why skipped}, reused)."""
+    import numpy as np
+    import torch
+
+    from ablate import timing
+    from ablate.stats import slowdown
+
+    rng = np.random.default_rng(bench["seed"])
+    held, skipped, launches, reused = [], {}, {}, False
+    need = n_sets * kspec.bytes_moved(shape)
+
+    def take(i):
+        nonlocal reused
+        while held and torch.cuda.mem_get_info(device)[0] - need < torch.cuda.mem_get_info(device)[1] / 4:
+            held.pop(0)
+            torch.cuda.empty_cache()
+            reused = True
+        sets = timing.make_inputs(kspec, shape, n_sets, bench["seed"] + 1 + i, device)
+        held.append(sets)
+        candidates = {"base": timing.kernel_launcher(base, sets, shape),
+                      "variant": timing.kernel_launcher(variant, sets, shape, spec.get("launches", 1))}
+        peers, why = timing.peer_launchers(kspec, sets, shape, [p for p in spec["peers"] if p not in skipped])
+        skipped.update(why)
+        candidates.update(peers)
+        order = rng.permutation(list(candidates))
+        samples, counts, dropped = timing.measure({n: candidates[n] for n in order}, n_sets, bench,
+                                                  optional=list(peers))
+        skipped.update(dropped)
+        launches.update(counts)
+        return samples
+
+    def estimate(reps):
+        return slowdown([r["base"] for r in reps], [r["variant"] for r in reps], bench["min_effect"])
+
+    reps, reason, seconds = timing.replicates(take, bench, estimate)
+    held.clear()
+    torch.cuda.empty_cache()
+    return reps, reason, seconds, launches, skipped, reused
+
+
 def gpu_job(spec):
     """Check base and variant, then time base, variant and the kernel's peers side by side."""
     import numpy as np
@@ -220,25 +269,23 @@ def gpu_job(spec):
         return result("incorrect", params, metrics, artifacts, "; ".join(failed))
 
     n_sets = timing.input_set_count(bench["l2"], props.L2_cache_size, kspec.bytes_moved(shape))
-    sets = timing.make_inputs(kspec, shape, n_sets, bench["seed"] + 1, device)
-    candidates = {"base": timing.kernel_launcher(base, sets, shape),
-                  "variant": timing.kernel_launcher(variant, sets, shape)}
-    peers, skipped = timing.peer_launchers(kspec, sets, shape, spec["peers"])
-    candidates.update(peers)
-    samples, launches, dropped = timing.measure(candidates, n_sets, bench, optional=list(peers))
-    skipped.update(dropped)
+    reps, reason, seconds, launches, skipped, reused = _replicates(kspec, base, variant, shape, bench, spec,
+                                                                   n_sets, device)
     after = gpu_state.read(uuid, device.index)
-    del sets, candidates, peers
 
-    for name, times in samples.items():
+    pooled = {name: np.concatenate([r[name] for r in reps if name in r]) for name in reps[0]}
+    for name, times in pooled.items():
         metrics.update(_stat_metrics(name, times, kspec, shape))
     # peer_us: the first peer of the job's list that ran, the reference of record.
-    ran = [p for p in spec["peers"] if p in samples]
+    ran = [p for p in spec["peers"] if p in pooled]
     if ran:
-        metrics.update(_stat_metrics("peer", samples[ran[0]], kspec, shape))
+        metrics.update(_stat_metrics("peer", pooled[ran[0]], kspec, shape))
         params["peer"] = ran[0]
-    metrics.update(slowdown(samples["base"], samples["variant"], bench["bootstrap"], bench["seed"],
-                            bench["min_effect"]))
+    # The slowdown and its interval over the replicates (stats.py), and what ended them.
+    estimate = slowdown([r["base"] for r in reps], [r["variant"] for r in reps], bench["min_effect"])
+    estimate["slowdown_half_width"] = estimate.pop("half_width")
+    metrics.update(estimate, timing_s=seconds)
+    params.update({"stop_reason": reason, "replicate_inputs": "reused" if reused else "fresh"})
     # The fraction of the GPU's measured ceiling that applies to this kernel (peaks.py).
     name, value, unit = peaks.peak(kspec.BOUND, device.index)
     rate = "gbps" if kspec.BOUND == "memory" else "tflops"
@@ -251,7 +298,8 @@ def gpu_job(spec):
         params.update(p)
     params.update({"input_sets": n_sets, **{f"launches_{n}": c for n, c in launches.items()}})
     params.update({f"peer_{p}_skipped": why[:500] for p, why in skipped.items()})
-    artifacts["samples.json"] = json.dumps({n: np.round(t, 4).tolist() for n, t in samples.items()})
+    artifacts["samples.json"] = json.dumps({"replicates": [{n: np.round(t, 4).tolist() for n, t in r.items()}
+                                                           for r in reps]})
     artifacts["gpu_state.json"] = json.dumps({"before": before, "after": after}, indent=1)
     return result("ok", params, metrics, artifacts)
 

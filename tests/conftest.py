@@ -61,8 +61,8 @@ _session = {}
 
 
 def every_variant(tmp_path_factory):
-    """{kernel: its build}: the base and every pathology of each kernel, and attention's
-    test-only ones, built once per session through one nvcc wrapper, which counts compiles."""
+    """{kernel: its build}: the base, every pathology and every calibration of each kernel,
+    and attention's test-only ones, built once per session through one nvcc wrapper, which counts compiles."""
     from ablate import plugins
     from ablate.build import build
     from ablate.variant import VariantError, variant_from_cfg
@@ -82,8 +82,8 @@ def every_variant(tmp_path_factory):
         _session["built"] = {}
         for kernel in KERNELS:
             plugin = plugins.load(kernel)
-            files = [(plugin.conf / "pathology" / f"{n}.yaml", ROOT / "conf" / "pathology" / f"{n}.yaml")
-                     for n in plugin.options("pathology")]
+            files = [(plugin.conf / group / f"{n}.yaml", ROOT / "conf" / group / f"{n}.yaml")
+                     for group in ("pathology", "calibration") for n in plugin.options(group)]
             files = [own if own.exists() else shared for own, shared in files]
             if kernel == "attention":
                 files += [ROOT / "tests" / "conf" / "pathology" / f"{n}.yaml" for n in TEST_PATHOLOGIES]

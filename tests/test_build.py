@@ -26,7 +26,8 @@ KERNELS = ("attention", "rmsnorm")
 ATTENTION = plugins.load("attention")
 PATHOLOGIES = ATTENTION.options("pathology")
 TEST_PATHOLOGIES = ["broken_build", "noop", "unfingerprinted"]
-EVERY_PATHOLOGY = [(k, p) for k in KERNELS for p in plugins.load(k).options("pathology")]
+EVERY_PATHOLOGY = [(k, p) for k in KERNELS for group in ("pathology", "calibration")
+                   for p in plugins.load(k).options(group)]
 def compiles(built):
     return len(built.nvcc_calls.read_text().splitlines())
 
@@ -35,7 +36,7 @@ def compiles(built):
 
 def test_every_variant_builds_except_the_broken_one(built):
     assert not built.errors
-    assert set(built.results) == set(PATHOLOGIES) | set(TEST_PATHOLOGIES)
+    assert set(built.results) == set(PATHOLOGIES) | set(TEST_PATHOLOGIES) | set(ATTENTION.options("calibration"))
     for name, r in built.results.items():
         if name == "broken_build":
             continue
@@ -49,15 +50,17 @@ def test_every_variant_builds_except_the_broken_one(built):
         assert f"-DABLATE_PATHOLOGIES={pathologies} " in command
         assert "arch=compute_90,code=sm_90" in command
         assert "ptxas info    : Used" in r.log
-        kernels = r.ptxas["kernels"]
+        kernels = [k for k in r.ptxas["kernels"] if "ablate_calibration_null_kernel" not in k]
         assert len(kernels) == 4 and all("attention_fwd_kernel<" in k for k in kernels)
+        # the calibrations' unlaunched kernel is there exactly when asked for
+        assert (len(r.ptxas["kernels"]) == 5) == ("ABLATE_CALIBRATION_NULL" in built.variants[name].macros)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_every_variant_of_every_kernel_builds(built_kernels, kernel):
     b = built_kernels[kernel]
     assert not b.errors
-    assert set(b.plugin.options("pathology")) <= set(b.results)
+    assert set(b.plugin.options("pathology")) | set(b.plugin.options("calibration")) <= set(b.results)
     for name in b.plugin.options("pathology"):
         r = b.results[name]
         assert r.status == "built", f"{kernel}/{name} failed to build:\n{r.log}"

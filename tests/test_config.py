@@ -72,6 +72,19 @@ def plugins_initialized():
     return initialize_config_dir(config_dir=str(plugins.CONF), version_base=None)
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_calibrations_compose_for_every_kernel_apart_from_the_pathologies(kernel):
+    plugin = KERNELS[kernel]
+    assert plugin.options("calibration") == ["no_effect", "twice"]
+    assert not set(plugin.options("calibration")) & set(plugin.options("pathology"))
+    twice = checked(plugins.compose(kernel, ["calibration=twice"]))[2]
+    assert twice.name == "twice" and twice.launches == 2 and twice.specs["twice"]["truth"] == 2.0
+    assert twice.headers == ("ablate/include/ablate/calibration_null.cuh",)  # ablate's own header
+    null = checked(plugins.compose(kernel, ["calibration=no_effect"]))[2]
+    assert null.launches == 1 and null.specs["no_effect"]["truth"] == 1.0
+    assert checked(plugins.compose(kernel))[2].is_base  # no calibration unless asked for
+
+
 def test_combined_pathologies_merge():
     cfg = plugins.compose("attention", ["pathology=[no_swizzle,fp32_accum]"])
     assert set(cfg.pathology) == {"fp32_accum", "no_swizzle"}

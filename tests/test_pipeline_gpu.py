@@ -135,7 +135,7 @@ def test_sweep_with_a_faulting_and_a_wrong_variant(tmp_path, build_dir):
     order = ["fault", "wrong", "none", "no_swizzle"]
     proc = subprocess.run(
         [sys.executable, "-m", "ablate", "-m", f"pathology={','.join(order)}", "shape=s512",
-         "mode=gpu", "bench.samples=20", "bench.warmup=3", "bench.bootstrap=1000",
+         "mode=gpu", "bench.samples=20", "bench.warmup=3", "bench.replicates=2", "bench.max_replicates=3",
          "bench.timeout_s=240", f"build.dir={build_dir}", f"hydra.sweep.dir={tmp_path / 'multirun'}",
          f"hydra.searchpath=[file://{ROOT / 'tests' / 'conf'}]"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
@@ -171,7 +171,8 @@ def test_sweep_with_a_faulting_and_a_wrong_variant(tmp_path, build_dir):
             assert 0 < m[f"{who}_us_p10"] <= m[f"{who}_us"] <= m[f"{who}_us_p90"], who
             assert m[f"{who}_tflops"] > 0 and m[f"{who}_gbps"] > 0
         assert m["slowdown_lo"] <= m["slowdown"] <= m["slowdown_hi"]
-        assert m["significant"] in (0, 1)
+        assert m["significant"] in (0, 1) and 2 <= m["replicates"] <= 3 and m["timing_s"] > 0
+        assert p["stop_reason"] in ("precision", "max_replicates", "budget") and p["replicate_inputs"] == "fresh"
         assert m["rel_err"] < 2e-3 and m["regs"] > 0 and m["smem_bytes"] > 0 and m["variant_gbps"] > 0
         assert p["gpu"] and p["torch"] == torch.__version__ and p["peer"] == "sdpa_flash"
         assert p["kernel"] == "attention" and p["bound"] == "compute" and p["shape_label"] == "B=4 H=8 S=512 D=64"
@@ -179,6 +180,9 @@ def test_sweep_with_a_faulting_and_a_wrong_variant(tmp_path, build_dir):
         assert 100 < m["peak_tflops"] < 2000 and 0 < m["base_peak_fraction"] < 1
         assert "throttle_before" in p or "gpu_state_before" in p
         path = client.download_artifacts(run.info.run_id, "samples.json", str(tmp_path / name))
-        samples = json.loads(Path(path).read_text())
-        assert {"base", "variant"} <= set(samples) and all(len(s) == 20 for s in samples.values())
-        assert all(math.isfinite(x) and x > 0 for s in samples.values() for x in s)
+        replicates = json.loads(Path(path).read_text())["replicates"]
+        assert len(replicates) == m["replicates"]
+        for samples in replicates:  # every replicate: every candidate, 20 samples each
+            assert {"base", "variant", "sdpa_flash", "sdpa_cudnn"} <= set(samples)
+            assert all(len(s) == 20 for s in samples.values())
+            assert all(math.isfinite(x) and x > 0 for s in samples.values() for x in s)

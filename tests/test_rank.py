@@ -173,6 +173,64 @@ def test_the_latest_sweep_of_any_kernel_or_of_the_one_named(tmp_path, monkeypatc
     assert {"rmsnorm_fwd", "flash_attention_fwd"} <= names
 
 
+def replicated(s, lo, hi, reps=3, stop="precision"):
+    result = timed(s)
+    result["metrics"].update(slowdown_lo=lo, slowdown_hi=hi, replicates=reps, significant=int(lo > 1.01 or hi < 0.99))
+    result["params"]["stop_reason"] = stop
+    return result
+
+
+def calibration_cfg(name, shape, truth):
+    cfg = job_cfg(name, shape, "gpu", kernel=("rmsnorm", "rmsnorm_fwd"))
+    cfg.pathology[name].truth = truth
+    return cfg
+
+
+def test_calibrations_get_a_table_that_says_whether_the_truth_is_covered(tmp_path, monkeypatch, project_root):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    parent = tracking.start_sweep(job_cfg("none", "r16k_h8k", "gpu", ("rmsnorm", "rmsnorm_fwd")),
+                                  project_root / "runs/hydra/multirun/2025-03-01/10-00-00")
+    tracking.log_job(job_cfg("none", "r16k_h8k", "gpu", ("rmsnorm", "rmsnorm_fwd")), replicated(1.0, 0.999, 1.001), parent)
+    tracking.log_job(calibration_cfg("twice", "r16k_h8k", 2.0), replicated(1.998, 1.995, 2.004), parent)
+    tracking.log_job(calibration_cfg("no_effect", "r16k_h8k", 1.0), replicated(1.004, 1.002, 1.006, 8, "max_replicates"), parent)
+    tracking.end_sweep(parent, "FINISHED")
+    text = rank.rank(out=tmp_path)
+    table = section(text, "Calibration (true effect known by construction): 1 of 2 intervals cover the truth")
+    rows = {line.split()[0]: line for line in table[1:]}
+    assert "1.9980x [1.9950, 2.0040]" in rows["twice"] and rows["twice"].rstrip().endswith("yes")
+    assert rows["no_effect"].rstrip().endswith("NO")
+    ranking = "\n".join(section(text, "Ranking"))
+    assert "twice" not in ranking and "no_effect" not in ranking  # calibrations are not ranked
+    assert " reps " in ranking and "precision" in ranking  # what the interval stands on
+
+
+def test_compare_two_sweeps(tmp_path, monkeypatch, project_root, capsys):
+    """The same jobs in two sweeps: each slowdown with both intervals, and the jobs whose
+    intervals do not overlap flagged."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    sweep("2025-04-01/10-00-00", "gpu", [("none", "s512", replicated(1.0, 0.999, 1.001)),
+                                         ("no_swizzle", "s512", replicated(2.237, 2.236, 2.239)),
+                                         ("fp32_accum", "s512", replicated(1.06, 1.05, 1.07)),
+                                         ("tiny_blocks", "s512", replicated(2.17, 2.16, 2.18))], project_root)
+    sweep("2025-04-01/11-00-00", "gpu", [("none", "s512", replicated(1.0, 0.998, 1.002)),
+                                         ("no_swizzle", "s512", replicated(2.250, 2.248, 2.251)),
+                                         ("fp32_accum", "s512", replicated(1.065, 1.055, 1.075)),
+                                         ("serial_grid", "s512", replicated(24.1, 24.0, 24.2))], project_root)
+    assert rank.main(["--compare", "2025-04-01/10-00-00", "2025-04-01/11-00-00", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("A: sweep 2025-04-01/10-00-00 (kernel attention")
+    assert "B: sweep 2025-04-01/11-00-00" in out
+    assert "2 of 3 jobs in both agree (their intervals overlap); 1 disagree beyond their intervals" in out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.split() and line.split()[0] in PLANTED | {
+        "no_swizzle": 0, "tiny_blocks": 0, "serial_grid": 0}}
+    assert rows["no_swizzle"].rstrip().endswith("DISAGREE") and "1.0058" in rows["no_swizzle"]
+    assert rows["fp32_accum"].rstrip().endswith("agree")
+    assert rows["tiny_blocks"].rstrip().endswith("only in A") and rows["serial_grid"].rstrip().endswith("only in B")
+    assert (tmp_path / "compare.csv").exists() and "DISAGREE" in (tmp_path / "compare.md").read_text()
+    assert rank.main(["--compare", "2025-04-01/10-00-00", "nope"]) == 1
+    assert "rank: unknown sweep 'nope'" in capsys.readouterr().err
+
+
 def test_empty_stores_are_clear_messages(tmp_path, monkeypatch, capsys):
     db = tmp_path / "mlflow.db"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{db}")
