@@ -87,10 +87,12 @@ def first_line(error):
 
 
 def kernel_launcher(kernel, sets, shape, launches=1):
-    """launch(i): the kernel on input set i, `launches` times over (a calibration's doing)."""
+    """launch(i): the kernel on input set i; with `launches` > 1 (a calibration's doing), on
+    sets i, i + 1, ... of the rotation, so that each of its launches finds the cache in the
+    state any single launch finds it in (its set evicted since its last use)."""
     def launch(i):
-        for _ in range(launches):
-            kernel(sets[i], shape)
+        for j in range(launches):
+            kernel(sets[(i + j) % len(sets)], shape)
     return launch
 
 

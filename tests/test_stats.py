@@ -178,3 +178,17 @@ def test_more_replicates_narrow_the_interval_until_the_precision_is_met():
     reps, reason, _ = adaptive(Stream(between=0.002, within=0.004, seed=5))
     assert reason == "precision" and 3 < len(reps) <= 8
     assert estimate(reps[:3])["half_width"] > 0.005 >= estimate(reps)["half_width"]
+
+
+def test_a_calibrations_launches_take_consecutive_sets_of_the_rotation():
+    """twice: two launches per launch, on sets i and i + 1, so that each finds its set cold."""
+    from ablate.timing import kernel_launcher
+
+    seen = []
+    launch = kernel_launcher(lambda tensors, shape: seen.append(tensors), ["s0", "s1", "s2"], {}, launches=2)
+    for i in range(3):
+        launch(i)
+    assert seen == ["s0", "s1", "s1", "s2", "s2", "s0"]
+    seen.clear()
+    kernel_launcher(lambda tensors, shape: seen.append(tensors), ["only"], {}, launches=2)(0)
+    assert seen == ["only", "only"]  # warm L2 (one set): both launches find it warm, as the base's do
