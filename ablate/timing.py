@@ -87,12 +87,12 @@ def first_line(error):
 
 
 def kernel_launcher(kernel, sets, shape, launches=1):
-    """launch(i): the kernel on input set i; with `launches` > 1 (a calibration's doing), on
-    sets i, i + 1, ... of the rotation, so that each of its launches finds the cache in the
-    state any single launch finds it in (its set evicted since its last use)."""
+    """launch(i): the kernel on input set i; with `launches` = k > 1 (a calibration's doing),
+    on sets k*i, k*i + 1, ..., k*i + k - 1 of the rotation: the kernel then walks the sets in
+    order as the base's launches do, each finding its set evicted since its last use."""
     def launch(i):
         for j in range(launches):
-            kernel(sets[(i + j) % len(sets)], shape)
+            kernel(sets[(launches * i + j) % len(sets)], shape)
     return launch
 
 
