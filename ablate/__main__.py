@@ -32,37 +32,13 @@ from ablate.worker import result
 log = logging.getLogger("ablate")
 
 ROOT = Path(__file__).resolve().parents[1]
-MODES = ("gpu", "static")
 _said_no_gpu = False  # the fallback is said once per process, not once per job
 
 
-def checked(cfg):
-    """(plugin, shape dict, Variant, peer names) of a config; ValueError naming the problem."""
-    from ablate import plugins
-    from ablate.timing import peer_names, validate_bench
-    from ablate.variant import variant_from_cfg
-
-    if cfg.mode not in MODES:
-        raise ValueError(f"mode must be one of {list(MODES)}, got {cfg.mode!r}")
-    plugin = plugins.of(cfg)
-    shape = shape_of(plugin, cfg.shape)
-    validate_bench(cfg.bench)
-    peers = peer_names(cfg.bench, plugin.spec, plugin.name)
-    return plugin, shape, variant_from_cfg(cfg.pathology, plugin.dir), peers
-
-
-def shape_of(plugin, shape_cfg):
-    """The shape as the kernel's spec validates it; ValueError with the spec's message."""
-    from omegaconf import OmegaConf
-
-    try:
-        return plugin.spec.validate_shape(OmegaConf.to_container(shape_cfg, resolve=True))
-    except ValueError as e:
-        raise ValueError(f"shape: {e}") from None
-
-
 def validated(cfg):
-    """`checked`, or SystemExit naming the problem when the config is bad."""
+    """config.checked, or SystemExit naming the problem when the config is bad."""
+    from ablate.config import checked
+
     try:
         return checked(cfg)
     except ValueError as e:

@@ -30,7 +30,7 @@ def load_shapes(plugin, names):
     """{name: validated shape dict} for `names`; an unknown name is an error listing the choices."""
     from omegaconf import OmegaConf
 
-    from ablate.__main__ import shape_of
+    from ablate.config import shape_of
 
     choices = plugin.options("shape")
     shapes = {}

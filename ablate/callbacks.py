@@ -25,7 +25,7 @@ class SweepSetup(Callback):
 
     def on_multirun_start(self, config, **kwargs):
         from ablate import tracking
-        from ablate.__main__ import checked
+        from ablate.config import checked
         from ablate.build import build
         from ablate.variant import variant_from_cfg, variants_of_sweep
 

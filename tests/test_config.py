@@ -11,7 +11,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.errors import MissingConfigException
 
 from ablate import plugins
-from ablate.__main__ import checked
+from ablate.config import checked
 from ablate.timing import validate_bench
 from ablate.variant import variant_from_cfg
 
