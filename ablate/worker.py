@@ -194,8 +194,9 @@ def _replicates(kspec, base, variant, shape, bench, spec, n_sets, device):
     they lie elsewhere in memory; when the next would leave less than a quarter of the GPU's
     memory free, the oldest are released first, and `reused` says so.
 
-    Returns (one {candidate: samples} per replicate, stop reason, seconds, launches per
-    sample of the last replicate, {peer: why skipped}, reused)."""
+    Returns {"replicates": one {candidate: samples} per replicate, "estimate": the final
+    stats.slowdown, "stop_reason", "seconds", "launches": per sample, of the last replicate,
+    "skipped": {peer: why}, "reused": bool}."""
     import numpy as np
     import torch
 
@@ -208,7 +209,10 @@ def _replicates(kspec, base, variant, shape, bench, spec, n_sets, device):
 
     def take(i):
         nonlocal reused
-        while held and torch.cuda.mem_get_info(device)[0] - need < torch.cuda.mem_get_info(device)[1] / 4:
+        while held:
+            free, total = torch.cuda.mem_get_info(device)
+            if free - need >= total / 4:
+                break
             held.pop(0)
             torch.cuda.empty_cache()
             reused = True
@@ -232,7 +236,8 @@ def _replicates(kspec, base, variant, shape, bench, spec, n_sets, device):
     reps, reason, seconds = timing.replicates(take, bench, estimate)
     held.clear()
     torch.cuda.empty_cache()
-    return reps, reason, seconds, launches, skipped, reused
+    return {"replicates": reps, "estimate": estimate(reps), "stop_reason": reason, "seconds": seconds,
+            "launches": launches, "skipped": skipped, "reused": reused}
 
 
 def gpu_job(spec):
@@ -242,7 +247,6 @@ def gpu_job(spec):
 
     from ablate import gpu_state, peaks, plugins, timing
     from ablate.check import check
-    from ablate.stats import slowdown
 
     if not torch.cuda.is_available():
         raise RuntimeError("no CUDA device visible to the GPU worker")
@@ -269,8 +273,8 @@ def gpu_job(spec):
         return result("incorrect", params, metrics, artifacts, "; ".join(failed))
 
     n_sets = timing.input_set_count(bench["l2"], props.L2_cache_size, kspec.bytes_moved(shape))
-    reps, reason, seconds, launches, skipped, reused = _replicates(kspec, base, variant, shape, bench, spec,
-                                                                   n_sets, device)
+    timed = _replicates(kspec, base, variant, shape, bench, spec, n_sets, device)
+    reps = timed["replicates"]
     after = gpu_state.read(uuid, device.index)
 
     pooled = {name: np.concatenate([r[name] for r in reps if name in r]) for name in reps[0]}
@@ -282,10 +286,10 @@ def gpu_job(spec):
         metrics.update(_stat_metrics("peer", pooled[ran[0]], kspec, shape))
         params["peer"] = ran[0]
     # The slowdown and its interval over the replicates (stats.py), and what ended them.
-    estimate = slowdown([r["base"] for r in reps], [r["variant"] for r in reps], bench["min_effect"])
+    estimate = dict(timed["estimate"])
     estimate["slowdown_half_width"] = estimate.pop("half_width")
-    metrics.update(estimate, timing_s=seconds)
-    params.update({"stop_reason": reason, "replicate_inputs": "reused" if reused else "fresh"})
+    metrics.update(estimate, timing_s=timed["seconds"])
+    params.update({"stop_reason": timed["stop_reason"], "replicate_inputs": "reused" if timed["reused"] else "fresh"})
     # The fraction of the GPU's measured ceiling that applies to this kernel (peaks.py).
     name, value, unit = peaks.peak(kspec.BOUND, device.index)
     rate = "gbps" if kspec.BOUND == "memory" else "tflops"
@@ -296,8 +300,8 @@ def gpu_job(spec):
         m, p = _state_record(when, state)
         metrics.update(m)
         params.update(p)
-    params.update({"input_sets": n_sets, **{f"launches_{n}": c for n, c in launches.items()}})
-    params.update({f"peer_{p}_skipped": why[:500] for p, why in skipped.items()})
+    params.update({"input_sets": n_sets, **{f"launches_{n}": c for n, c in timed["launches"].items()}})
+    params.update({f"peer_{p}_skipped": why[:500] for p, why in timed["skipped"].items()})
     artifacts["samples.json"] = json.dumps({"replicates": [{n: np.round(t, 4).tolist() for n, t in r.items()}
                                                            for r in reps]})
     artifacts["gpu_state.json"] = json.dumps({"before": before, "after": after}, indent=1)
