@@ -1,0 +1,251 @@
+// FlashAttention-3-style forward pass for Hopper (sm_90a): O = softmax(scale * Q K^T) V,
+// FP16 in and out, FP32 softmax statistics and O accumulator. The copy engine (TMA) fills a
+// ring of K/V tiles for the tensor cores' asynchronous MMAs (wgmma); a producer warpgroup
+// issues the copies, two consumer warpgroups compute, taking turns on the tensor cores.
+//
+// Every optimization sits behind one seam below. A pathology patch (../patches/,
+// force-included ahead of this file) redefines one ABLATE_SEAM_* macro to its own stage.
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include <ablate/variant_info.h>
+
+#include "../attention/base/ablate_attention.h"  // the C ABI both attention kernels share
+#include "base/tile.cuh"
+#include "base/tma.cuh"
+#include "base/gemm.cuh"
+#include "base/softmax.cuh"
+#include "base/schedule.cuh"
+#include "base/loader.cuh"
+#include "base/mainloop.cuh"
+
+// ---- Seams: the base's choice for each stage --------------------------------------------
+#ifndef ABLATE_SEAM_LOADER       // who moves Q, K, V into shared memory, and how
+#define ABLATE_SEAM_LOADER TmaLoader
+#endif
+#ifndef ABLATE_SEAM_MMA          // the GEMMs' instructions
+#define ABLATE_SEAM_MMA Wgmma
+#endif
+#ifndef ABLATE_SEAM_REGISTERS    // registers per warpgroup role
+#define ABLATE_SEAM_REGISTERS Rebalanced
+#endif
+#ifndef ABLATE_SEAM_TURNS        // the order the consumer warpgroups issue GEMMs in
+#define ABLATE_SEAM_TURNS PingPong
+#endif
+#ifndef ABLATE_SEAM_MAINLOOP     // the order of one warpgroup's stages
+#define ABLATE_SEAM_MAINLOOP SoftmaxOverlapsGemm
+#endif
+#ifndef ABLATE_SEAM_PIPELINE     // depth of the K/V ring
+#define ABLATE_SEAM_PIPELINE Ring
+#endif
+#ifndef ABLATE_SEAM_SWIZZLE      // the shared-memory layout of the tiles
+#define ABLATE_SEAM_SWIZZLE Swizzle128
+#endif
+#ifndef ABLATE_PATHOLOGIES
+#define ABLATE_PATHOLOGIES
+#endif
+
+struct Swizzle128 { static constexpr bool kSwizzle = true; };
+
+using Loader = ABLATE_SEAM_LOADER;
+using Mma = ABLATE_SEAM_MMA;
+using Registers = ABLATE_SEAM_REGISTERS;
+using Turns = ABLATE_SEAM_TURNS;
+using MainLoop = ABLATE_SEAM_MAINLOOP;
+using Pipeline = ABLATE_SEAM_PIPELINE;
+using Layout = ABLATE_SEAM_SWIZZLE;
+
+struct Params {
+  CUtensorMap tm_q, tm_k, tm_v, tm_o;  // (D, S, B*H) boxes of 64 columns
+  const half* q;                       // the same tensors, for loaders without the copy engine
+  const half* k;
+  const half* v;
+  int seq_len;
+  float scale_log2;                    // softmax scale * log2(e)
+};
+
+template <class T>
+using Plan = SmemPlan<T, Pipeline::template stages<T::kHeadDim>()>;
+
+// One consumer warpgroup: 64 query rows against every key tile, one method per stage.
+template <class T, bool kCausal>
+struct Consumer {
+  using Sh = Shared<T, Plan<T>>;
+  const Params& p;
+  const Sh& sh;
+  const int wg, tid, row0;         // warpgroup 0 or 1; thread in it; its first query row
+  float s[T::kBlockN / 2];         // scores of the newest key tile, then its probabilities
+  uint32_t pf[T::kBlockN / 4];     // those probabilities as FP16 A fragments
+  float o[T::kHeadDim / 2];        // the output accumulator
+  OnlineSoftmax stats;
+
+  __device__ Consumer(const Params& p_, const Sh& sh_, int wg_, int tid_, int block_row0)
+      : p(p_), sh(sh_), wg(wg_), tid(tid_), row0(block_row0 + 64 * wg_) {
+#pragma unroll
+    for (int i = 0; i < T::kHeadDim / 2; ++i) o[i] = 0.f;
+    Turns::start(wg);
+    mbar_wait(sh.q_full(), 0);
+  }
+
+  __device__ __forceinline__ static int stage(int j) { return j % Sh::kStages; }
+  __device__ __forceinline__ static uint32_t phase(int j) { return (j / Sh::kStages) & 1; }
+
+  __device__ __forceinline__ void take_turn() { Turns::take_turn(wg); }
+  __device__ __forceinline__ void pass_turn(bool last) { Turns::pass_turn(wg, last); }
+  __device__ __forceinline__ void issue_qk(int j) {
+    mbar_wait(sh.k_full(stage(j)), phase(j));
+    Mma::template qk<T>(s, sh.q() + wg * 64 * 128, sh.k(stage(j)));
+  }
+  __device__ __forceinline__ void issue_pv(int j) {
+    mbar_wait(sh.v_full(stage(j)), phase(j));
+    Mma::template pv<T>(o, pf, sh.v(stage(j)));
+  }
+  template <int kPending>
+  __device__ __forceinline__ void wait() {
+    Mma::template wait<kPending>();
+    fence_registers(s);
+    fence_registers(o);
+  }
+  __device__ __forceinline__ void release_k(int j) { mbar_arrive(sh.k_empty(stage(j))); }
+  __device__ __forceinline__ void release_v(int j) { mbar_arrive(sh.v_empty(stage(j))); }
+
+  __device__ __forceinline__ void softmax(int j) {
+    const int col0 = j * T::kBlockN;
+    // Only the tile holding the sequence end, and tiles crossing the diagonal, need a mask.
+    if (col0 + T::kBlockN > p.seq_len || (kCausal && col0 + T::kBlockN - 1 > row0)) {
+      const int lane = tid & 31;
+      mask_scores<kCausal>(s, row0 + (tid >> 5) * 16 + (lane >> 2), col0 + 2 * (lane & 3),
+                           p.seq_len);
+    }
+    stats.update(s, p.scale_log2);
+  }
+  __device__ __forceinline__ void rescale() { stats.rescale(o); }
+  __device__ __forceinline__ void to_p() { to_fp16(s, pf); }
+
+  // O / l in FP16 into this warpgroup's half of the Q tile (swizzled as TMA reads it), then
+  // one thread has the copy engine store it; rows past the sequence end are dropped.
+  __device__ __forceinline__ void store(int bh) {
+    stats.finish(o);
+    uint8_t* out = sh.q() + wg * 64 * 128;
+    const int lane = tid & 31;
+#pragma unroll
+    for (int i = 0; i < T::kHeadDim / 2; i += 2) {
+      const int col = (i / 4) * 8, r = (tid >> 5) * 16 + (lane >> 2) + ((i >> 1) & 1) * 8;
+      const int chunk = (col % 64) / 8, swz = Layout::kSwizzle ? chunk ^ (r & 7) : chunk;
+      *reinterpret_cast<uint32_t*>(out + (col / 64) * T::kQPanel + r * 128 + swz * 16 +
+                                   (lane & 3) * 4) = pack_half2(o[i], o[i + 1]);
+    }
+    fence_async_smem();
+    bar_sync(3 + wg, 128);
+    if (tid == 0) {
+#pragma unroll
+      for (int c = 0; c < T::kPanels; ++c) tma_store(&p.tm_o, out + c * T::kQPanel, 64 * c, row0, bh);
+      tma_store_wait();
+    }
+  }
+};
+
+template <class T, bool kCausal>
+__global__ void __launch_bounds__(T::kThreads, 1) hopper_attention_kernel(const __grid_constant__ Params p) {
+  extern __shared__ uint8_t smem_raw[];
+  const Shared<T, Plan<T>> sh{reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023))};
+  constexpr int kStages = Plan<T>::kStages;
+  // The longest query tiles (the last ones, when causal) first.
+  const int m_tiles = (p.seq_len + T::kBlockM - 1) / T::kBlockM;
+  const int row0 = (kCausal ? m_tiles - 1 - static_cast<int>(blockIdx.x) : blockIdx.x) * T::kBlockM;
+  const int bh = blockIdx.y;
+  const int key_end = kCausal ? min(p.seq_len, row0 + T::kBlockM) : p.seq_len;
+  const int n_tiles = (key_end + T::kBlockN - 1) / T::kBlockN;
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+
+  if (threadIdx.x == 0) {
+    mbar_init(sh.q_full(), Loader::kArrivals);
+    for (int st = 0; st < kStages; ++st) {
+      mbar_init(sh.k_full(st), Loader::kArrivals);
+      mbar_init(sh.v_full(st), Loader::kArrivals);
+      mbar_init(sh.k_empty(st), 128 * T::kConsumers);
+      mbar_init(sh.v_empty(st), 128 * T::kConsumers);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    Registers::producer();
+    Loader::template run<T>(p, sh, row0, bh, n_tiles, tid);
+  } else {
+    Registers::consumer();
+    Consumer<T, kCausal> c(p, sh, wg - 1, tid, row0);
+    MainLoop::run(c, n_tiles);
+    c.store(bh);
+  }
+}
+
+template <int D, bool kCausal>
+static cudaError_t launch(const Params& p, int bh, cudaStream_t stream) {
+  using T = HopperTile<D>;
+  auto kernel = hopper_attention_kernel<T, kCausal>;
+  static const cudaError_t opt_in = cudaFuncSetAttribute(
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Plan<T>::kBytes);
+  if (opt_in != cudaSuccess) return opt_in;
+  const int m_tiles = (p.seq_len + T::kBlockM - 1) / T::kBlockM;
+  kernel<<<dim3(m_tiles, bh), T::kThreads, Plan<T>::kBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+extern "C" int ablate_attention_fwd(const void* q, const void* k, const void* v, void* o, int B,
+                                    int H, int S, int D, int causal, float scale, void* stream) {
+  auto aligned = [](const void* ptr) {
+    return ptr != nullptr && reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
+  };
+  if (!aligned(q) || !aligned(k) || !aligned(v) || !aligned(o) || B < 1 || H < 1 || S < 1 ||
+      (D != 64 && D != 128) || !std::isfinite(scale) || !(scale > 0.f) ||
+      static_cast<int64_t>(B) * H > 65535)
+    return static_cast<int>(cudaErrorInvalidValue);
+  Params p{};
+  p.q = static_cast<const half*>(q);
+  p.k = static_cast<const half*>(k);
+  p.v = static_cast<const half*>(v);
+  p.seq_len = S;
+  p.scale_log2 = scale * 1.4426950408889634f;
+  // The tensor maps are encoded on every call (about a microsecond of host time each); a
+  // CUDA graph captures them with the launch.
+  const int bh = B * H;
+  cudaError_t err;
+  if ((err = make_tensor_map(&p.tm_q, q, bh, S, D, 128, Layout::kSwizzle)) != cudaSuccess ||
+      (err = make_tensor_map(&p.tm_k, k, bh, S, D, 128, Layout::kSwizzle)) != cudaSuccess ||
+      (err = make_tensor_map(&p.tm_v, v, bh, S, D, 128, Layout::kSwizzle)) != cudaSuccess ||
+      (err = make_tensor_map(&p.tm_o, o, bh, S, D, 64, Layout::kSwizzle)) != cudaSuccess)
+    return static_cast<int>(err);
+  const auto st = static_cast<cudaStream_t>(stream);
+  if (D == 64) err = causal ? launch<64, true>(p, bh, st) : launch<64, false>(p, bh, st);
+  else err = causal ? launch<128, true>(p, bh, st) : launch<128, false>(p, bh, st);
+  return static_cast<int>(err);
+}
+
+// ---- What was compiled ------------------------------------------------------------------
+template <int D>
+static std::string config_json() {
+  using T = HopperTile<D>;
+  return "{\"name\": \"d" + std::to_string(D) + "\", \"head_dim\": " + std::to_string(D) +
+         ", \"block_m\": " + std::to_string(T::kBlockM) + ", \"block_n\": " +
+         std::to_string(T::kBlockN) + ", \"warps\": " + std::to_string(T::kThreads / 32) +
+         ", \"threads\": " + std::to_string(T::kThreads) + ", \"stages\": " +
+         std::to_string(Plan<T>::kStages) + ", \"smem_bytes\": " + std::to_string(Plan<T>::kBytes) + "}";
+}
+
+extern "C" const char* ablate_variant_info(void) {
+  static const std::string info =
+      "{\"pathologies\": " + ablate::names_json(ABLATE_XSTR(ABLATE_PATHOLOGIES)) +
+      ", \"seams\": {\"loader\": \"" ABLATE_XSTR(ABLATE_SEAM_LOADER) "\", \"mma\": \"" ABLATE_XSTR(
+          ABLATE_SEAM_MMA) "\", \"registers\": \"" ABLATE_XSTR(ABLATE_SEAM_REGISTERS)
+      "\", \"turns\": \"" ABLATE_XSTR(ABLATE_SEAM_TURNS) "\", \"mainloop\": \"" ABLATE_XSTR(
+          ABLATE_SEAM_MAINLOOP) "\", \"pipeline\": \"" ABLATE_XSTR(ABLATE_SEAM_PIPELINE)
+      "\", \"swizzle\": \"" ABLATE_XSTR(ABLATE_SEAM_SWIZZLE) "\"}, \"configs\": [" +
+      config_json<64>() + ", " + config_json<128>() + "]}";
+  return info.c_str();
+}

@@ -1,0 +1,33 @@
+// The producer: one thread of the producer warpgroup has the copy engine load Q once, then
+// K and V tile by tile into the ring, each stage waited empty before it is refilled.
+#pragma once
+#include "base/tma.cuh"
+
+struct TmaLoader {
+  static constexpr int kArrivals = 1;  // arrivals that fill a stage (with its bytes)
+
+  template <class T, class Sh, class P>
+  __device__ __forceinline__ static void run(const P& p, const Sh& sh, int row0, int bh,
+                                             int n_tiles, int tid) {
+    if (tid != 0) return;
+    constexpr int kStages = Sh::kStages;
+    mbar_expect_bytes(sh.q_full(), T::kQBytes);
+#pragma unroll
+    for (int c = 0; c < T::kPanels; ++c)
+      tma_load(sh.q() + c * T::kQPanel, &p.tm_q, sh.q_full(), 64 * c, row0, bh);
+    for (int j = 0; j < n_tiles; ++j) {
+      const int st = j % kStages;
+      const uint32_t phase = (j / kStages) & 1;
+      mbar_wait(sh.k_empty(st), phase ^ 1);
+      mbar_expect_bytes(sh.k_full(st), T::kKVBytes);
+#pragma unroll
+      for (int c = 0; c < T::kPanels; ++c)
+        tma_load(sh.k(st) + c * T::kKVPanel, &p.tm_k, sh.k_full(st), 64 * c, j * T::kBlockN, bh);
+      mbar_wait(sh.v_empty(st), phase ^ 1);
+      mbar_expect_bytes(sh.v_full(st), T::kKVBytes);
+#pragma unroll
+      for (int c = 0; c < T::kPanels; ++c)
+        tma_load(sh.v(st) + c * T::kKVPanel, &p.tm_v, sh.v_full(st), 64 * c, j * T::kBlockN, bh);
+    }
+  }
+};

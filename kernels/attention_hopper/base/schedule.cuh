@@ -1,0 +1,31 @@
+// How the warpgroups share the SM: their roles and registers, and the order in which the
+// two consumer warpgroups issue their GEMMs.
+#pragma once
+#include "base/tma.cuh"
+
+// Warp specialization with registers moved to where the math is: the producer warpgroup
+// (which only issues copies) drops to 24 registers a thread, the consumers rise to 240
+// (128 x 24 + 256 x 240 = 64512 of the SM's 65536).
+struct Rebalanced {
+  __device__ __forceinline__ static void producer() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
+  }
+  __device__ __forceinline__ static void consumer() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
+  }
+};
+
+// Ping-pong: the consumers take turns to issue their GEMMs, so that one warpgroup's softmax
+// runs while the other's GEMMs occupy the tensor cores. Named barrier 1 + w is warpgroup w's
+// turn; consumer 1 hands consumer 0 the first turn. Its last hand-over is skipped, so every
+// barrier completes as many times as it is waited on.
+struct PingPong {
+  static constexpr int kThreads = 256;  // both consumer warpgroups
+  __device__ __forceinline__ static void start(int wg) {
+    if (wg == 1) bar_arrive(1, kThreads);
+  }
+  __device__ __forceinline__ static void take_turn(int wg) { bar_sync(1 + wg, kThreads); }
+  __device__ __forceinline__ static void pass_turn(int wg, bool last) {
+    if (!(last && wg == 1)) bar_arrive(2 - wg, kThreads);
+  }
+};

@@ -1,0 +1,55 @@
+// The block's work and its shared memory: 128 query rows of one (batch, head), keys 128 at a
+// time, one producer warpgroup and two consumer warpgroups of 64 query rows each.
+#pragma once
+#include <cstdint>
+
+template <int D>
+struct HopperTile {
+  static constexpr int kHeadDim = D;
+  static constexpr int kBlockM = 128;             // query rows per block
+  static constexpr int kBlockN = 128;             // keys per K/V tile
+  static constexpr int kConsumers = 2;            // warpgroups of 64 rows (one wgmma M each)
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr int kPanels = D / 64;          // 64-column (128-byte) panels: the swizzle's width
+  static constexpr int kQPanel = kBlockM * 128;   // bytes of one panel of a tile
+  static constexpr int kKVPanel = kBlockN * 128;
+  static constexpr int kQBytes = kBlockM * D * 2;
+  static constexpr int kKVBytes = kBlockN * D * 2;
+};
+
+// Byte offsets in dynamic shared memory: Q, the K ring, the V ring, then the mbarriers.
+// Every tile starts on 1024 bytes, the period of the 128-byte swizzle.
+template <class T, int kStages_>
+struct SmemPlan {
+  static constexpr int kStages = kStages_;
+  static constexpr int kQ = 0;
+  static constexpr int kK = kQ + T::kQBytes;
+  static constexpr int kV = kK + kStages * T::kKVBytes;
+  static constexpr int kBars = kV + kStages * T::kKVBytes;
+  static constexpr int kBytes = kBars + 8 * (1 + 4 * kStages) + 1024;  // + room to align
+};
+
+// Pointers into one block's shared memory.
+template <class T, class Plan>
+struct Shared {
+  static constexpr int kStages = Plan::kStages;
+  uint8_t* base;
+  __device__ __forceinline__ uint8_t* q() const { return base + Plan::kQ; }
+  __device__ __forceinline__ uint8_t* k(int st) const { return base + Plan::kK + st * T::kKVBytes; }
+  __device__ __forceinline__ uint8_t* v(int st) const { return base + Plan::kV + st * T::kKVBytes; }
+  __device__ __forceinline__ uint64_t* bar(int i) const {
+    return reinterpret_cast<uint64_t*>(base + Plan::kBars) + i;
+  }
+  __device__ __forceinline__ uint64_t* q_full() const { return bar(0); }
+  __device__ __forceinline__ uint64_t* k_full(int st) const { return bar(1 + st); }
+  __device__ __forceinline__ uint64_t* v_full(int st) const { return bar(1 + Plan::kStages + st); }
+  __device__ __forceinline__ uint64_t* k_empty(int st) const { return bar(1 + 2 * Plan::kStages + st); }
+  __device__ __forceinline__ uint64_t* v_empty(int st) const { return bar(1 + 3 * Plan::kStages + st); }
+};
+
+// The K/V ring: how many tiles in flight. D=128: Q 32 KB + 2 x (32 + 32) KB = 160 KB;
+// D=64: Q 16 KB + 4 x (16 + 16) KB = 144 KB (one block per SM either way: 384 threads
+// at up to 240 registers).
+struct Ring {
+  template <int D> static constexpr int stages() { return D == 64 ? 4 : 2; }
+};
