@@ -61,11 +61,16 @@ def gpu_available():
     return True, None
 
 
-def effective_mode(requested):
+def effective_mode(requested, plugin=None):
     global _said_no_gpu
     if requested != "gpu":
         return requested
     ok, why = gpu_available()
+    if ok and plugin is not None:
+        from ablate.build import unavailable
+
+        why = unavailable(plugin)
+        ok = why is None
     if ok:
         return "gpu"
     if not _said_no_gpu:
@@ -158,7 +163,7 @@ def run_job(cfg, plugin, shape, variant, peers):
     info = Kernel(var.lib).info()
     artifacts = {"ptxas.log": var.log, "variant_info.json": json.dumps(info, indent=1)}
     params["build_cached"] = var.cached
-    params["mode"] = effective_mode(cfg.mode)
+    params["mode"] = effective_mode(cfg.mode, plugin)
     if params["mode"] == "static":
         out = static_job(plugin, variant, builds)
     else:

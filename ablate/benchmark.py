@@ -96,6 +96,10 @@ def build_base(cfg, plugin):
     from ablate.build import BuildError, build
     from ablate.variant import VariantError, variant_from_cfg
 
+    from ablate.build import unavailable
+
+    if why := unavailable(plugin):
+        raise SystemExit(why)
     try:
         variant = variant_from_cfg(cfg.pathology, plugin.dir)
         result = build([variant], cfg.build, plugin, ROOT)[variant.name]

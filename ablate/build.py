@@ -111,7 +111,7 @@ def library_path(variant: Variant, build_cfg, kernel, root) -> Path:
 
 def _plan(variants, build_cfg, kernel, root: Path) -> tuple[str, dict]:
     """The target arch and {digest: (variant, nvcc command)}, one per distinct library."""
-    arch = resolve_arch(str(build_cfg.arch))
+    arch = target_arch(str(build_cfg.arch), kernel)
     version = nvcc_version(str(build_cfg.nvcc))
     sources = _kernel_sources(kernel)
     edges = {}
@@ -186,23 +186,61 @@ def ninja_manifest(edges: dict, build_dir: Path, kernel, root: Path) -> str:
 
 
 @functools.cache
+def gpu_arch() -> str | None:
+    """The visible GPU's sm_XY, asked of torch in a child process (so this process never
+    initialises CUDA before forking workers); None without one."""
+    probe = ("import torch\n"
+             "if torch.cuda.is_available():\n"
+             "    print('sm_%d%d' % torch.cuda.get_device_capability())")
+    try:
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                             timeout=120, check=False).stdout.strip()
+    except subprocess.TimeoutExpired:
+        out = ""
+    return out if ARCH_RE.match(out) else None
+
+
+@functools.cache
 def resolve_arch(arch: str) -> str:
-    """`auto` -> the visible GPU's sm_XY (asked of torch in a child process, so this process
-    never initialises CUDA before forking workers), or sm_90 without one; else `arch`
-    checked against ^sm_\\d+a?$."""
+    """`auto` -> the visible GPU's sm_XY, or sm_90 without one; else `arch` checked against
+    ^sm_\\d+a?$."""
     if arch == "auto":
-        probe = ("import torch\n"
-                 "if torch.cuda.is_available():\n"
-                 "    print('sm_%d%d' % torch.cuda.get_device_capability())")
-        try:
-            out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                                 timeout=120, check=False).stdout.strip()
-        except subprocess.TimeoutExpired:
-            out = ""
-        return out if ARCH_RE.match(out) else DEFAULT_ARCH
+        return gpu_arch() or DEFAULT_ARCH
     if not ARCH_RE.match(arch):
         raise BuildError(f"build.arch={arch!r}: expected auto or sm_XY (e.g. sm_80, sm_90a)")
     return arch
+
+
+def target_arch(arch: str, kernel) -> str:
+    """What a kernel's libraries are built for: `arch` (build.arch) resolved, or the arch the
+    kernel requires (`spec.ARCH`, e.g. sm_90a for instructions only that chip runs) where it
+    names one. BuildError when build.arch names another chip than the required one."""
+    resolved = resolve_arch(arch)
+    required = getattr(getattr(kernel, "spec", None), "ARCH", None)
+    if required is None:
+        return resolved
+    name = getattr(kernel, "name", "this kernel")
+    if not ARCH_RE.match(str(required)):
+        raise BuildError(f"kernel {name!r}: spec.ARCH={required!r}, expected sm_XY (e.g. sm_90a)")
+    if arch != "auto" and _chip(resolved) != _chip(required):
+        raise BuildError(f"build.arch={arch}: kernel {name!r} is built for {required} only "
+                         "(its spec.ARCH); leave build.arch=auto")
+    return required
+
+
+def unavailable(kernel) -> str | None:
+    """One line saying why the visible GPU cannot run `kernel` (its spec.ARCH is another
+    chip's), or None when it can or no GPU is visible."""
+    required, gpu = getattr(kernel.spec, "ARCH", None), gpu_arch()
+    if required is None or gpu is None or _chip(gpu) == _chip(str(required)):
+        return None
+    return (f"kernel {kernel.name!r} needs a {required} GPU (its spec.ARCH) and this one is "
+            f"{gpu}: it is unavailable here")
+
+
+def _chip(arch: str) -> str:
+    """sm_90a -> sm_90: the `a` variant's code runs on that chip only, but it is the chip."""
+    return arch.rstrip("a")
 
 
 def nvcc_version(nvcc: str) -> str:

@@ -53,6 +53,8 @@ SPEC = {
 }
 # And what it may define; the pipeline has a default for each.
 OPTIONAL = {
+    "ARCH": "the arch the kernel must be built for (e.g. sm_90a, for wgmma or setmaxnreg); on a "
+            "GPU of another chip it is unavailable (default: build.arch, auto = the GPU's)",
     "label": "label(shape) -> a readable one-line description of a shape",
     "PEERS": "{name: make(shape) -> run(inputs)}: other implementations timed beside it",
     "DEFAULT_PEERS": "the peers a job times when bench.peers is null (default: all)",

@@ -262,7 +262,9 @@ def run(args):
 
     check_device()
     from hydra.errors import HydraException
-    from ablate.build import BuildError
+    from ablate.build import BuildError, unavailable
+    if why := unavailable(plugin):
+        raise SystemExit(why)
     from ablate.variant import VariantError
     try:
         _, builds = build_pathologies(plugin, names, args.override)

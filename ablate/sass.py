@@ -18,14 +18,15 @@ from ablate.ptxas import demangle
 # ("Fingerprints"), plus ldg_8/stg_8, lop3 (LOP3: logic such as the swizzle's XOR), shfl
 # (warp shuffles), atoms (shared-memory atomics), atom (global atomics and reductions:
 # ATOM, ATOMG, RED), fp64 (DADD, DMUL, DFMA), mufu_rsq (reciprocal square root) and
-# instructions (every instruction but NOP).
+# instructions (every instruction but NOP); and Hopper's: hgmma (warpgroup MMA, wgmma), utmaldg
+# and utmastg (bulk tensor copies, TMA), syncs (mbarrier operations) and setmaxnreg.
 WIDTHS = (8, 16, 32, 64, 128)
 CLASSES = (
     ("hmma_f16", "hmma_f32", "ldsm", "ldgsts")
     + tuple(f"ldg_{w}" for w in WIDTHS)
     + tuple(f"stg_{w}" for w in WIDTHS)
     + ("lds", "sts", "bar", "ldl", "stl", "mufu_ex2", "mufu_rsq", "bra", "lop3", "shfl", "atoms",
-       "atom", "fp64", "instructions")
+       "atom", "fp64", "hgmma", "utmaldg", "utmastg", "syncs", "setmaxnreg", "instructions")
 )
 
 _FUNCTION = re.compile(r"^\s*Function : (\S+)")
@@ -135,7 +136,8 @@ def classify(instruction: str) -> str | None:
     return {"LDSM": "ldsm", "LDGSTS": "ldgsts", "LDS": "lds", "STS": "sts", "BAR": "bar",
             "LDL": "ldl", "STL": "stl", "BRA": "bra", "LOP3": "lop3", "SHFL": "shfl",
             "ATOMS": "atoms", "ATOM": "atom", "ATOMG": "atom", "RED": "atom", "DADD": "fp64",
-            "DMUL": "fp64", "DFMA": "fp64"}.get(op)
+            "DMUL": "fp64", "DFMA": "fp64", "HGMMA": "hgmma", "UTMALDG": "utmaldg",
+            "UTMASTG": "utmastg", "SYNCS": "syncs", "USETMAXREG": "setmaxnreg"}.get(op)
 
 
 def _mnemonic(instruction: str) -> str:

@@ -9,7 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 ROOT = Path(__file__).resolve().parents[1]
-KERNELS = ("attention", "rmsnorm")
+KERNELS = ("attention", "rmsnorm", "attention_hopper")
 TEST_PATHOLOGIES = ["broken_build", "noop", "unfingerprinted"]  # tests/conf/pathology, attention's
 
 

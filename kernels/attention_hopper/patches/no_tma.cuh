@@ -1,0 +1,52 @@
+// no_tma: the producer warpgroup copies Q, K and V itself, 16 bytes a thread through
+// registers (global loads, then swizzled shared stores made visible to the tensor cores with
+// a proxy fence), instead of one thread handing each tile to the copy engine. 128 threads
+// with 24 registers each now spend issue slots and registers on every byte.
+#pragma once
+#ifdef ABLATE_NO_TMA
+#ifdef ABLATE_SEAM_LOADER
+#error "no_tma: another pathology already replaces the loader seam"
+#endif
+#include <cuda_fp16.h>
+#include "base/tma.cuh"
+
+struct ThreadCopies {
+  static constexpr int kArrivals = 128;  // every producer thread arrives after its copies
+
+  // kRows rows of D halves from row `row0` of a head, zeros past the sequence end, into the
+  // 128-byte-swizzled panels TMA would have written.
+  template <class T, int kRows>
+  __device__ __forceinline__ static void tile(uint8_t* dst, const half* head, int row0, int seq,
+                                              int tid) {
+    constexpr int kChunks = T::kHeadDim / 8;
+    for (int i = tid; i < kRows * kChunks; i += 128) {
+      const int r = i / kChunks, c = i % kChunks;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (row0 + r < seq)
+        v = *reinterpret_cast<const uint4*>(head + static_cast<int64_t>(row0 + r) * T::kHeadDim + c * 8);
+      *reinterpret_cast<uint4*>(dst + (c / 8) * kRows * 128 + r * 128 + ((c % 8) ^ (r & 7)) * 16) = v;
+    }
+    fence_async_smem();
+  }
+
+  template <class T, class Sh, class P>
+  __device__ __forceinline__ static void run(const P& p, const Sh& sh, int row0, int bh,
+                                             int n_tiles, int tid) {
+    constexpr int kStages = Sh::kStages;
+    const int64_t head = static_cast<int64_t>(bh) * p.seq_len * T::kHeadDim;
+    tile<T, T::kBlockM>(sh.q(), p.q + head, row0, p.seq_len, tid);
+    mbar_arrive(sh.q_full());
+    for (int j = 0; j < n_tiles; ++j) {
+      const int st = j % kStages;
+      const uint32_t phase = (j / kStages) & 1;
+      mbar_wait(sh.k_empty(st), phase ^ 1);
+      tile<T, T::kBlockN>(sh.k(st), p.k + head, j * T::kBlockN, p.seq_len, tid);
+      mbar_arrive(sh.k_full(st));
+      mbar_wait(sh.v_empty(st), phase ^ 1);
+      tile<T, T::kBlockN>(sh.v(st), p.v + head, j * T::kBlockN, p.seq_len, tid);
+      mbar_arrive(sh.v_full(st));
+    }
+  }
+};
+#define ABLATE_SEAM_LOADER ThreadCopies
+#endif
