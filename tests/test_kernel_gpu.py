@@ -1,5 +1,5 @@
-"""The kernel's own correctness on a GPU: the base and every pathology in conf/pathology
-against a float32 reference, on fresh random inputs, with the output poisoned with NaN before
+"""The attention kernels' own correctness on a GPU (attention and attention_hopper, which
+share a spec): the base and every pathology in each kernel's conf/pathology against a float32 reference, on fresh random inputs, with the output poisoned with NaN before
 every launch; plus a custom scale, bitwise determinism, and launches on a non-default stream
 (and inside a CUDA graph, which only captures work issued on the capturing stream)."""
 import math
@@ -13,9 +13,11 @@ torch = pytest.importorskip("torch")
 from ablate import plugins  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-ATTENTION = plugins.load("attention")
-PATHOLOGIES = sorted(ATTENTION.options("pathology"), key=lambda n: n != "none")  # the base first
-forward = ATTENTION.spec.forward  # the kernel on torch tensors, checked
+KERNELS = {name: plugins.load(name) for name in ("attention", "attention_hopper")}
+CASES = [(kernel, name) for kernel, plugin in KERNELS.items()  # each kernel's base first
+         for name in sorted(plugin.options("pathology"), key=lambda n: n != "none")]
+CASE_IDS = [f"{kernel}-{name}" for kernel, name in CASES]
+forward = KERNELS["attention"].spec.forward  # the kernel on torch tensors, checked
 TOLERANCE = 2e-3  # ||o - ref|| / ||ref||, issue 2
 # Per query row, the same ratio may be a few times the global one by chance, not 5x: a row
 # that is wrong on its own (a tail row, a masked-out block) stands out here even when it
@@ -34,31 +36,39 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(scope="session")
 def builds():
-    """Every pathology and the base, built once per session in one parallel ninja run."""
+    """{kernel: {pathology: build}}: every pathology and the base of each kernel, built once
+    per session in one parallel ninja run per kernel."""
     from ablate.build import build
     from ablate.variant import variant_from_cfg
 
-    assert "none" in PATHOLOGIES, "conf/pathology/none.yaml (the base) is missing"
-    cfgs = {n: plugins.compose("attention", [f"pathology={n}"]) for n in PATHOLOGIES}
-    variants = {n: variant_from_cfg(c.pathology, ATTENTION.dir) for n, c in cfgs.items()}
-    cfg = cfgs["none"]
-    results = build(list(variants.values()), cfg.build, ATTENTION, ROOT)
-    return {n: results[v.name] for n, v in variants.items()}
+    out = {}
+    for kernel, plugin in KERNELS.items():
+        names = [n for k, n in CASES if k == kernel]
+        assert "none" in names, f"{kernel}: conf/pathology/none.yaml (the base) is missing"
+        cfgs = {n: plugins.compose(kernel, [f"pathology={n}"]) for n in names}
+        variants = {n: variant_from_cfg(c.pathology, plugin.dir) for n, c in cfgs.items()}
+        results = build(list(variants.values()), cfgs["none"].build, plugin, ROOT)
+        out[kernel] = {n: results[v.name] for n, v in variants.items()}
+    return out
 
 
 @pytest.fixture(scope="session")
 def kernels(builds):
-    """name -> Kernel, loaded on first use; a variant that failed to build fails its tests."""
+    """(kernel, name) -> Kernel, loaded on first use; a variant that failed to build fails its
+    tests, and a kernel this GPU cannot run (its spec.ARCH) skips them."""
+    from ablate.build import unavailable
     from ablate.kernel import Kernel
     loaded = {}
 
-    def get(name):
-        if name not in loaded:
-            result = builds[name]
+    def get(kernel, name):
+        if why := unavailable(KERNELS[kernel]):
+            pytest.skip(why)
+        if (kernel, name) not in loaded:
+            result = builds[kernel][name]
             if result.status != "built":
-                pytest.fail(f"{name} failed to build:\n{result.log}")
-            loaded[name] = Kernel(result.lib, ATTENTION.spec)
-        return loaded[name]
+                pytest.fail(f"{kernel} {name} failed to build:\n{result.log}")
+            loaded[kernel, name] = Kernel(result.lib, KERNELS[kernel].spec)
+        return loaded[kernel, name]
     return get
 
 
@@ -134,19 +144,19 @@ def shape_id(shape):
 @pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("D", HEAD_DIMS, ids=lambda d: f"d{d}")
-@pytest.mark.parametrize("name", PATHOLOGIES)
-def test_matches_reference(kernels, gen, name, D, causal, shape):
+@pytest.mark.parametrize("kernel, name", CASES, ids=CASE_IDS)
+def test_matches_reference(kernels, gen, kernel, name, D, causal, shape):
     B, H, S = shape
     q, k, v = inputs(gen, B, H, S, D)
     scale = 1.0 / math.sqrt(D)
-    o = run(kernels(name), q, k, v, causal, scale)
+    o = run(kernels(kernel, name), q, k, v, causal, scale)
     assert_matches(o, reference(q, k, v, causal, scale), f"{name} D={D} causal={causal} {shape}")
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("D", HEAD_DIMS, ids=lambda d: f"d{d}")
-@pytest.mark.parametrize("name", PATHOLOGIES)
-def test_custom_scale(kernels, gen, name, D, causal):
+@pytest.mark.parametrize("kernel, name", CASES, ids=CASE_IDS)
+def test_custom_scale(kernels, gen, kernel, name, D, causal):
     """A scale other than 1/sqrt(D) is honoured (one far enough from the default that a
     kernel ignoring it would fail: checked on the references themselves)."""
     q, k, v = inputs(gen, 2, 3, 513, D)
@@ -154,18 +164,18 @@ def test_custom_scale(kernels, gen, name, D, causal):
     ref = reference(q, k, v, causal, scale)
     default = reference(q, k, v, causal, 1.0 / math.sqrt(D))
     assert float(torch.linalg.vector_norm(default - ref) / torch.linalg.vector_norm(ref)) > 20 * TOLERANCE
-    o = run(kernels(name), q, k, v, causal, scale)
+    o = run(kernels(kernel, name), q, k, v, causal, scale)
     assert_matches(o, ref, f"{name} D={D} causal={causal} scale={scale:.4f}")
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("D", HEAD_DIMS, ids=lambda d: f"d{d}")
-@pytest.mark.parametrize("name", PATHOLOGIES)
-def test_deterministic(kernels, gen, name, D, causal):
+@pytest.mark.parametrize("kernel, name", CASES, ids=CASE_IDS)
+def test_deterministic(kernels, gen, kernel, name, D, causal):
     """Same inputs, bitwise the same output, run after run: a result that moves is a race.
     Many blocks at once (B*H = 128, 5 query tiles each) so that blocks overlap in time."""
     q, k, v = inputs(gen, 4, 32, 600, D)
-    kernel = kernels(name)
+    kernel = kernels(kernel, name)
     first = run(kernel, q, k, v, causal, 1.0 / math.sqrt(D))
     assert not torch.isnan(first).any(), f"{name}: NaN in the output"
     for attempt in range(1, 4):
@@ -175,12 +185,12 @@ def test_deterministic(kernels, gen, name, D, causal):
 
 
 @pytest.mark.parametrize("D", HEAD_DIMS, ids=lambda d: f"d{d}")
-@pytest.mark.parametrize("name", PATHOLOGIES)
-def test_non_default_stream_and_graph(kernels, gen, name, D):
+@pytest.mark.parametrize("kernel, name", CASES, ids=CASE_IDS)
+def test_non_default_stream_and_graph(kernels, gen, kernel, name, D):
     """The kernel runs on the caller's stream: inputs made on a side stream are read there in
     order, and the launch can be captured into a CUDA graph on it (a launch on any other
     stream would break the capture) and replayed."""
-    kernel = kernels(name)
+    kernel = kernels(kernel, name)
     side = torch.cuda.Stream()
     scale = 1.0 / math.sqrt(D)
     with torch.cuda.stream(side):
