@@ -7,6 +7,7 @@ and test_fingerprints). The build mechanics that need edits to sources (depfiles
 rebuilds, hashing) run on a tiny stand-in kernel under tmp_path, which compiles in a second
 or two.
 """
+import re
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -284,3 +285,35 @@ def test_a_combined_variant_carries_both_pathologies(tmp_path):
     info = Kernel(result.lib).info()
     assert info["pathologies"] == ["fp32_accum", "no_swizzle"]
     assert info["seams"]["smem_layout"] == "RowMajorLayout" and info["seams"]["score_acc"] == "ScoreF32"
+
+
+def _kernel_needing(arch):
+    from types import SimpleNamespace
+    spec = SimpleNamespace(**({"ARCH": arch} if arch else {}))
+    return SimpleNamespace(name="k", spec=spec)
+
+
+@pytest.mark.parametrize("build_arch, required, built_for", [
+    ("sm_90", "sm_90a", "sm_90a"),     # the same chip: raised to its own instructions
+    ("sm_90a", "sm_90a", "sm_90a"),
+    ("sm_80", None, "sm_80"),          # no requirement: build.arch as given
+])
+def test_a_kernel_can_require_its_arch(build_arch, required, built_for):
+    from ablate.build import target_arch
+    assert target_arch(build_arch, _kernel_needing(required)) == built_for
+
+
+def test_another_chips_arch_for_a_kernel_that_requires_one_is_a_clear_error():
+    from ablate.build import target_arch
+    with pytest.raises(BuildError, match=r"build.arch=sm_80: kernel 'k' is built for sm_90a only"):
+        target_arch("sm_80", _kernel_needing("sm_90a"))
+
+
+@pytest.mark.parametrize("gpu, why", [
+    ("sm_80", r"kernel 'k' needs a sm_90a GPU \(its spec.ARCH\) and this one is sm_80"),
+    ("sm_90", None), (None, None)])
+def test_a_kernel_is_unavailable_on_another_chip(monkeypatch, gpu, why):
+    from ablate import build as build_module
+    monkeypatch.setattr(build_module, "gpu_arch", lambda: gpu)
+    got = build_module.unavailable(_kernel_needing("sm_90a"))
+    assert (got is None) if why is None else re.search(why, got)
