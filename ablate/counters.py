@@ -243,3 +243,15 @@ def mechanism_rows(ranked):
                      "deciding counters (base -> variant)": deciding or "-",
                      "moved most instead": moved or "-"})
     return rows
+
+
+def as_lines(view):
+    """mechanism_rows as text: a line per job, its counters indented below (a table of them
+    would be hundreds of characters wide)."""
+    lines = []
+    for _, r in view.iterrows():
+        lines.append(f"{r['pathology']} @ {r['shape']}: {r['mechanism']}")
+        lines += [f"    {c}" for c in r["deciding counters (base -> variant)"].split("; ") if c != "-"]
+        if r["moved most instead"] != "-":
+            lines.append(f"    moved most instead: {r['moved most instead']}")
+    return "\n".join(lines)

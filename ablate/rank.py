@@ -75,7 +75,7 @@ def rank(sweep=None, experiment=None, out=None, kernel=None):
         sections += [RANKING_TITLE, ranking_view(ranked).to_string(index=False), mechanisms(ranked)]
         md += ["## Ranking", markdown(ranking_view(ranked, details=True))]
         for title, view in counter_views(ranked):
-            sections += [title, view.to_string(index=False)]
+            sections += [title, counters.as_lines(view) if "mechanism" in view else view.to_string(index=False)]
             md += [f"## {title.rstrip(':')}", markdown(view)]
     if not calibrations.empty:
         view = calibration_view(calibrations)

@@ -48,11 +48,11 @@ def figure(ranked, shape, path):
     peak_t, peak_g = _col(d, "peak_tflops").median(), _col(d, "peak_gbps").median()
     if not pts or not (np.isfinite(peak_t) and np.isfinite(peak_g)):
         return False
-    xs = np.array([p[1] for p in pts])
-    lo, hi = xs.min() / 4, max(xs.max() * 4, 4 * peak_t * 1e3 / peak_g)
+    xs, ridge = np.array([p[1] for p in pts]), peak_t * 1e3 / peak_g  # FLOP/byte where the roofs meet
+    lo, hi = min(xs.min(), ridge) / 4, max(xs.max(), ridge) * 4
     x = np.geomspace(lo, hi, 200)
     fig, ax = plt.subplots(figsize=(8, 5.5))
-    ax.plot(x, np.minimum(peak_t, x * peak_g / 1e3), color="black", linewidth=1.5,
+    ax.plot(x, np.minimum(peak_t, x * peak_g / 1e3), color="black", linewidth=1.5,  # TB/s x FLOP/B
             label=f"measured ceilings: {peak_g:.0f} GB/s copy, {peak_t:.0f} TFLOP/s FP16 matmul")
     for label, ai, tf in pts:
         base = label == "base"
@@ -65,7 +65,7 @@ def figure(ranked, shape, path):
     ax.set_ylabel("achieved TFLOP/s (timed)")
     ax.set_title(f"Roofline, shape {shape}: the base and each variant")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
