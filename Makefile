@@ -9,7 +9,7 @@ ARGS ?=
 STORE ?= $(or $(MLFLOW_TRACKING_URI),sqlite:///runs/mlflow.db)
 CHOICES = $(if $(KERNEL),kernel=$(KERNEL)) $(if $(SHAPE),shape=$(SHAPE))
 
-.PHONY: install test sweep static rank compare calibrate ui new-kernel clean purge
+.PHONY: install test sweep profile static rank compare calibrate ui new-kernel clean purge
 
 install:  ## the Python dependencies (torch: see README)
 	$(PYTHON) -m pip install -r requirements.txt
@@ -19,6 +19,9 @@ test:  ## the test suite; GPU tests skip without CUDA
 
 sweep:  ## every pathology of the kernel against its base, timed (static without a GPU)
 	$(PYTHON) -m ablate -m $(CHOICES) 'pathology=glob(*)' $(ARGS)
+
+profile:  ## every pathology timed, then its counters read by Nsight Compute (ncu): make rank shows each mechanism confirmed or refuted, and the rooflines
+	$(PYTHON) -m ablate -m $(CHOICES) 'pathology=glob(*)' bench.profile=true $(ARGS)
 
 static:  ## every pathology, binaries only: no GPU needed
 	$(PYTHON) -m ablate -m $(CHOICES) 'pathology=glob(*)' mode=static $(ARGS)

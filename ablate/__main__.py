@@ -138,6 +138,13 @@ def gpu_job(cfg, plugin, shape, variant, peers, builds, info):
             "bench": OmegaConf.to_container(cfg.bench, resolve=True)}
     out = run_worker(spec, cfg.bench.timeout_s)
     out["metrics"].update(resources)
+    if cfg.bench.get("profile") and out["status"] == "ok":  # counters after the gate and the timing
+        from ablate.profile import add_counters
+
+        job = {**{k: spec[k] for k in ("kernel_dir", "base_so", "variant_so", "shape", "launches")},
+               "seed": cfg.bench.seed}
+        add_counters(out, job, spec["bench"], OmegaConf.select(cfg, "kernel.counters", default=None),
+                     {n: variant.specs.get(n) for n in variant.pathologies}, shape)
     return out
 
 

@@ -19,7 +19,20 @@ def checked(cfg):
     shape = shape_of(plugin, cfg.shape)
     validate_bench(cfg.bench)
     peers = peer_names(cfg.bench, plugin.spec, plugin.name)
-    return plugin, shape, variant_from_cfg(cfg.pathology, plugin.dir), peers
+    variant = variant_from_cfg(cfg.pathology, plugin.dir)
+    check_counters(cfg, plugin, shape, variant)
+    return plugin, shape, variant, peers
+
+
+def check_counters(cfg, plugin, shape, variant):
+    """The profile settings, the kernel's default ncu metrics and the shape fields that
+    counter rules name (the rules themselves are checked with the variant)."""
+    from ablate import counters, profile
+
+    profile.validate(cfg.bench)
+    profile.metric_set(OmegaConf.select(cfg, "kernel.counters", default=None), {})
+    for name in variant.pathologies:
+        counters.check_when(variant.specs[name].get("counters"), list(shape), f"pathology '{name}'")
 
 
 def shape_of(plugin, shape_cfg):

@@ -7,11 +7,19 @@
 - compute: an 8192^3 FP16 matrix product through torch (cuBLAS), 2*N^3 FLOPs.
 
 Both are timed under ablate.timing's protocol (CUDA-graph replay of >= min_sample_us, the
-median of the samples) and measured once per process and device: a GPU child measures them
-on its first job. Datasheet numbers would flatter every kernel on a card that cannot reach
-them; these are what this card does now.
+median of the samples) and measured once per GPU: the first job that needs them measures
+both and caches them in runs/peaks/<GPU uuid>.json, with the date, the GPU, torch and the
+command that measured them; `python -m ablate.peaks` measures them again (and prints them).
+Datasheet numbers would flatter every kernel on a card that cannot reach them; these are
+what this card does.
 """
+import datetime
 import functools
+import json
+import sys
+from pathlib import Path
+
+CACHE = Path(__file__).resolve().parents[1] / "runs" / "peaks"
 
 COPY_BYTES = 1 << 30
 MATMUL_N = 8192
@@ -63,5 +71,43 @@ def matmul_tflops(device_index=0):
 def peak(bound, device_index=0):
     """(metric name, value, unit) of the ceiling that applies to a kernel of `bound`."""
     if bound == "memory":
-        return "peak_gbps", copy_gbps(device_index), "GB/s"
-    return "peak_tflops", matmul_tflops(device_index), "TFLOP/s"
+        return "peak_gbps", measured(device_index)["copy_gbps"], "GB/s"
+    return "peak_tflops", measured(device_index)["matmul_tflops"], "TFLOP/s"
+
+
+def _uuid(device_index):
+    import torch
+
+    props = torch.cuda.get_device_properties(device_index)
+    return str(getattr(props, "uuid", "") or props.name).replace(" ", "_"), props.name
+
+
+@functools.cache
+def measured(device_index=0, again=False, command="the first ablate job on this GPU"):
+    """Both ceilings of the GPU, from its cache file, measured and written when there is none
+    (or `again`): {"gpu", "uuid", "copy_gbps", "copies", "matmul_tflops", "date", "command", "torch"}."""
+    import torch
+
+    uuid, name = _uuid(device_index)
+    path = CACHE / f"{uuid}.json"
+    if path.is_file() and not again:
+        return json.loads(path.read_text())
+    out = {"gpu": name, "uuid": uuid, "copy_gbps": copy_gbps(device_index), "copies": copies(device_index),
+           "matmul_tflops": matmul_tflops(device_index),
+           "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "command": command, "torch": torch.__version__}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=1))
+    return out
+
+
+def main(argv=None):
+    """`python -m ablate.peaks [DEVICE]`: measure both ceilings of a GPU again and cache them."""
+    argv = sys.argv[1:] if argv is None else argv
+    device = int(argv[0]) if argv else 0
+    print(json.dumps(measured(device, again=True, command="python -m ablate.peaks " + " ".join(argv)), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

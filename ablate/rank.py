@@ -27,7 +27,7 @@ import pandas as pd
 from mlflow import MlflowClient
 from omegaconf import OmegaConf
 
-from ablate import plots
+from ablate import counters, plots, roofline
 from ablate.stats import overlap
 from ablate.tracking import ROOT, sqlite_path, tracking_uri
 
@@ -74,6 +74,9 @@ def rank(sweep=None, experiment=None, out=None, kernel=None):
     if not ranked.empty:
         sections += [RANKING_TITLE, ranking_view(ranked).to_string(index=False), mechanisms(ranked)]
         md += ["## Ranking", markdown(ranking_view(ranked, details=True))]
+        for title, view in counter_views(ranked):
+            sections += [title, counters.as_lines(view) if "mechanism" in view else view.to_string(index=False)]
+            md += [f"## {title.rstrip(':')}", markdown(view)]
     if not calibrations.empty:
         view = calibration_view(calibrations)
         covered = int((view["covers the truth"] == "yes").sum())
@@ -217,6 +220,8 @@ def load_jobs(experiment_id, sweep):
         "expected": col("params.expected"),
         "truth": col("params.truth"),
         "stop": col("params.stop_reason"),
+        "counters": col("params.counters"),           # the counter rules that applied (profile.py)
+        "counters_verdict": col("params.counters_verdict"),
         "error": col("tags.error"),
         "start_time": runs.get("start_time"),
     })
@@ -288,6 +293,23 @@ def ranking_view(ranked, details=False):
         view["mechanism"] = ranked["mechanism"].fillna("")
         view["expected"] = ranked["expected"].fillna("")
     return view
+
+
+def counter_views(ranked):
+    """[(title, table)] of the profiled jobs (bench.profile=true): each mechanism confirmed or
+    refuted by its counters (ablate/counters.py), and the speed of light (ablate/roofline.py)."""
+    out = []
+    rows = counters.mechanism_rows(ranked)
+    if rows:
+        view = pd.DataFrame(rows)
+        confirmed = int((view["mechanism"] == "confirmed").sum())
+        judged = int(view["mechanism"].isin(["confirmed", "refuted"]).sum())
+        out.append((f"Mechanism by hardware counters (ncu, one launch each, caches flushed): {confirmed} of "
+                    f"{judged} confirmed:", view))
+    sol = roofline.sol_table(ranked)
+    if sol is not None:
+        out.append(("Speed of light (% of ncu's peak per unit):", sol))
+    return out
 
 
 def calibration_view(calibrations):
@@ -388,7 +410,7 @@ def write(out, jobs, ranked, titles, md):
     """rank.csv (every job, its rank where it has one), rank.md and the figures."""
     plot_dir = out / "plots"
     plot_dir.mkdir(parents=True, exist_ok=True)
-    for old in [*plot_dir.glob("slowdown_*.png"), plot_dir / "heatmap.png"]:
+    for old in [*plot_dir.glob("slowdown_*.png"), *plot_dir.glob("roofline_*.png"), plot_dir / "heatmap.png"]:
         old.unlink(missing_ok=True)  # figures of an earlier ranking would pass for this one's
     table = jobs.merge(ranked[["run_id", "rank"]], on="run_id", how="left")
     lead = ["sweep", "rank", "pathology", "shape", "status"]
@@ -402,6 +424,8 @@ def write(out, jobs, ranked, titles, md):
         path = plot_dir / f"slowdown_{shape}.png"
         plots.slowdown_bars(ranked, shape, path)
         written.append(path)
+        if roofline.figure(ranked, shape, plot_dir / f"roofline_{shape}.png"):
+            written.append(plot_dir / f"roofline_{shape}.png")
     if len(shapes) > 1:
         plots.slowdown_heatmap(ranked, shapes, plot_dir / "heatmap.png")
         written.append(plot_dir / "heatmap.png")

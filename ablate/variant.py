@@ -28,7 +28,7 @@ INCLUDE = Path(__file__).resolve().parent / "include"
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 MACRO_NAME_RE = re.compile(r"^ABLATE_[A-Z0-9_]+$")
 MACRO_VALUE_RE = re.compile(r"^[A-Za-z0-9_]*$")
-SPEC_KEYS = {"header", "macros", "seam", "mechanism", "expected", "fingerprint", "launches", "truth"}
+SPEC_KEYS = {"header", "macros", "seam", "mechanism", "expected", "fingerprint", "counters", "launches", "truth"}
 
 
 class VariantError(ValueError):
@@ -115,6 +115,13 @@ def _check_spec(name, spec) -> dict:
             fingerprint.validate(spec["fingerprint"])
         except ValueError as err:
             raise VariantError(f"pathology '{name}': fingerprint: {err}") from None
+    if spec.get("counters") is not None:
+        from ablate import counters  # ncu's metric list is read on first use
+
+        try:
+            counters.validate(spec["counters"])
+        except ValueError as err:
+            raise VariantError(f"pathology '{name}': counters: {err}") from None
     return dict(spec)
 
 

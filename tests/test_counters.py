@@ -1,0 +1,288 @@
+"""Hardware counters (issue 11): ncu's CSV parsed as recorded on the H100, the counter rules on
+synthetic values, the skip paths where ncu cannot run, rules naming unknown metrics refused
+before anything runs, the rank's verdicts and the roofline."""
+import json
+import math
+import os
+import stat
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ablate import counters, peaks, plugins, profile, roofline
+from ablate.config import checked
+from ablate.variant import VariantError, variant_from_cfg
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "ncu"
+BANKS = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum"
+TIME = profile.TIME
+
+
+# ---- ncu's CSV, recorded on the H100 (2026-11-23, ncu 2025.3.1; scratch of the first GPU call)
+
+def test_parse_groups_the_launches_by_stream_base_first():
+    text = (FIXTURES / "attention_s512_no_swizzle.csv").read_text()
+    found = profile.parse(text)
+    base, variant = found["base"], found["variant"]
+    assert base[TIME] == 13504 and variant[TIME] == 28064          # ns: "13,504" parsed
+    assert base[BANKS] == 0 and variant[BANKS] == 4_243_456        # no_swizzle's conflicts
+    assert base["dram__bytes.sum"] == 6_335_232
+    assert base["launch__registers_per_thread"] == 255
+    assert "launch__func_cache_config" not in base                  # text values are no counters
+
+
+def test_parse_keeps_only_the_metrics_asked_for():
+    text = (FIXTURES / "rmsnorm_r16k_h8k_two_pass.csv").read_text()
+    found = profile.parse(text, {TIME, "dram__bytes_read.sum"})
+    assert set(found["base"]) == {TIME, "dram__bytes_read.sum"}
+    assert found["variant"]["dram__bytes_read.sum"] == 295_734_016
+
+
+def test_parse_refuses_output_without_a_report_or_two_streams():
+    with pytest.raises(ValueError, match="no CSV report"):
+        profile.parse("==PROF== Connected to process 1\n==ERROR== something\n")
+    text = (FIXTURES / "attention_s512_no_swizzle.csv").read_text().splitlines()
+    one_stream = "\n".join(text[:-1])  # the variant's row dropped
+    with pytest.raises(ValueError, match="2 streams"):
+        profile.parse(one_stream)
+
+
+def test_parse_sums_sum_metrics_over_several_launches_of_one_candidate():
+    lines = (FIXTURES / "attention_s512_no_swizzle.csv").read_text().splitlines()
+    header = next(i for i, ln in enumerate(lines) if ln.startswith('"ID"'))
+    base_row = lines[header + 2]
+    # the base launched twice: a second row on its stream (ID 5), after the variant's
+    extra = base_row.replace('"0"', '"5"', 1)
+    found = profile.parse("\n".join(lines + [extra]))
+    assert found["base"][TIME] == 2 * 13504
+    assert found["base"]["sm__warps_active.avg.pct_of_peak_sustained_active"] == 6.24  # the longest's
+
+
+def test_every_fixture_metric_name_is_known_and_mlflow_accepts_it():
+    from mlflow.utils.validation import _validate_metric_name
+
+    cfg = plugins.compose("attention", ["pathology=no_cp_async"])
+    asked = profile.metric_set(cfg.kernel.counters, {"no_cp_async": dict(cfg.pathology.no_cp_async)})
+    names = profile.parse((FIXTURES / "attention_s4k_no_cp_async.csv").read_text(), set(asked))["base"]
+    assert sorted(names) == asked  # ncu reported every metric asked, ablate's own included
+    for name in names:
+        assert counters.is_known(name), name
+        _validate_metric_name(f"ncu.variant.{name}")
+
+
+# ---- the rules, on synthetic values -------------------------------------------------------
+
+@pytest.mark.parametrize("rule, value, base, expected", [
+    ({"ratio_at_least": 100}, 4_243_456, 0, True),     # any positive over a zero base: infinite
+    ({"ratio_at_least": 100}, 2_000, 23, False),
+    ({"ratio_at_most": 0.3}, 3.0, 79.0, True),
+    ({"ratio_at_most": 0.3}, 40.0, 79.0, False),
+    ({"ratio_at_most": 1.05}, 0, 0, True),             # 0 / 0: no change
+    ("zero", 0, 2_129_920, True),
+    ("zero", 1, 0, False),
+    ("increases", 0.53, 0.11, True),
+    ("decreases", 12.2, 12.0, False),
+    ("same", 33_554_432, 33_554_432, True),
+    ({"at_least": 0.5}, 0.25, 0.12, False),
+])
+def test_rules_hold_or_not(rule, value, base, expected):
+    assert counters.holds(rule, value, base) is expected
+
+
+def test_verdict_and_the_counters_that_moved_most():
+    triples = [("p", BANKS, {"ratio_at_least": 100}), ("p", TIME, "increases")]
+    base = {BANKS: 23.0, TIME: 100.0, "lts__t_bytes.sum": 1e9, "smsp__inst_executed.sum": 2e6, "x__y.sum": 0.0}
+    variant = {BANKS: 50.0, TIME: 150.0, "lts__t_bytes.sum": 4.5e9, "smsp__inst_executed.sum": 2.1e6, "x__y.sum": 0.0}
+    state, checked_rules = counters.verdict(triples, base, variant)
+    assert state == "refuted"
+    assert [ok for *_, ok in checked_rules] == [False, True]
+    moved = counters.moved_most(base, variant, n=2, skip={BANKS})
+    assert [m for m, _, _ in moved] == ["lts__t_bytes.sum", "smsp__inst_executed.sum"]  # time left out
+    assert counters.verdict(triples, base, {**variant, BANKS: 5000.0})[0] == "confirmed"
+    assert counters.verdict(triples, {TIME: 1.0}, variant)[0] == "not measured"
+
+
+def test_when_picks_the_shapes_a_block_applies_to():
+    spec = {"counters": [{"when": {"causal": True}, "a__b.sum": {"ratio_at_least": 1.8}},
+                         {"when": {"causal": False}, "a__b.sum": "same"}]}
+    assert counters.applied({"p": spec}, {"causal": True})[0] == [("p", "a__b.sum", {"ratio_at_least": 1.8})]
+    assert counters.applied({"p": spec}, {"causal": False})[0] == [("p", "a__b.sum", "same")]
+    rows = {"counters": {"when": {"rows": {"at_least": 1024}}, "a__b.sum": "increases"}}
+    assert counters.applied({"q": rows}, {"rows": 16}) == ([], ["q"])
+    assert counters.applies(rows["counters"], {"rows": 16384})
+
+
+# ---- validation before anything runs ----------------------------------------------------------
+
+def test_an_unknown_metric_in_a_rule_is_reported_by_name_before_anything_runs():
+    cfg = plugins.compose("attention", ["pathology=no_swizzle",
+                                        "++pathology.no_swizzle.counters={l1tex__bank_conflictz.sum: increases}"])
+    with pytest.raises(ValueError, match=r"no_swizzle.*unknown ncu metric 'l1tex__bank_conflictz.sum'"):
+        checked(cfg)
+
+
+@pytest.mark.parametrize("counters_cfg, message", [
+    ({"dram__bytes.sum": "grows"}, "unknown rule 'grows'"),
+    ({"dram__bytes.sum": {"ratio_at_least": "ten"}}, "needs a number"),
+    ({"dram__bytes": "increases"}, "unknown ncu metric 'dram__bytes'"),   # no rollup
+    ({"dram__bytes.sum.ratio": "increases"}, "unknown ncu metric"),      # a counter takes no .ratio
+    ([{"dram__bytes.sum": "increases"}, {"when": 3, "dram__bytes.sum": "same"}], r"\[1\]: when"),
+    ({}, "must map ncu metric names"),
+])
+def test_malformed_counter_rules_are_refused(counters_cfg, message):
+    with pytest.raises(VariantError, match=message):
+        variant_from_cfg({"p": {"macros": {"ABLATE_P": 1}, "counters": counters_cfg}}, plugins.load("attention").dir)
+
+
+def test_a_when_on_a_field_the_shape_lacks_and_bad_profile_settings_are_refused():
+    cfg = plugins.compose("rmsnorm", ["pathology=two_pass",
+                                      "++pathology.two_pass.counters=[{when: {seq: 5}, dram__bytes.sum: same}]"])
+    with pytest.raises(ValueError, match=r"counters.when names \['seq'\]"):
+        checked(cfg)
+    with pytest.raises(ValueError, match="bench.ncu_clock_control"):
+        checked(plugins.compose("rmsnorm", ["bench.ncu_clock_control=locked"]))
+    with pytest.raises(ValueError, match=r"kernel.counters: unknown ncu metric 'nope__x.sum'"):
+        checked(plugins.compose("rmsnorm", ["kernel.counters=[nope__x.sum]"]))
+
+
+@pytest.mark.parametrize("kernel", ["attention", "rmsnorm"])
+def test_every_shipped_pathology_states_its_mechanism_in_counters(kernel):
+    plugin = plugins.load(kernel)
+    for name in plugin.options("pathology"):
+        if name == "none":
+            continue
+        cfg = plugins.compose(kernel, [f"pathology={name}", "bench.profile=true"])
+        _, shape, variant, _ = checked(cfg)
+        assert counters.blocks(variant.specs[name].get("counters")), f"{kernel}/{name} declares no counters"
+        metrics = profile.metric_set(cfg.kernel.counters, {name: variant.specs[name]})
+        assert set(profile.OWN) <= set(metrics)
+
+
+# ---- where ncu cannot run: one line, the timing stands --------------------------------------
+
+def _job_result():
+    return {"status": "ok", "params": {}, "metrics": {"slowdown": 2.2}, "artifacts": {}, "error": None}
+
+
+def _fake_ncu(tmp_path, body):
+    path = tmp_path / "ncu"
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
+NO_SWIZZLE = {"counters": {BANKS: {"ratio_at_least": 100}}}
+
+
+@pytest.mark.parametrize("body, reason", [
+    (None, "is not on the PATH"),
+    ('echo "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU '
+     'Performance Counters on the target device 0."; exit 1', "ERR_NVGPUCTRPERM"),
+    ('echo "==ERROR== No kernels were profiled."; exit 0', "No kernels were profiled"),
+    ("sleep 5", "longer than bench.ncu_timeout_s=1"),
+])
+def test_where_ncu_cannot_run_the_job_says_so_in_one_line_and_keeps_its_timing(tmp_path, caplog, body, reason):
+    ncu = str(tmp_path / "no-such-ncu") if body is None else _fake_ncu(tmp_path, body)
+    out = profile.add_counters(_job_result(), {"seed": 0}, {"ncu": ncu, "ncu_timeout_s": 1}, [],
+                               {"no_swizzle": NO_SWIZZLE}, {})
+    assert out["status"] == "ok" and out["metrics"]["slowdown"] == 2.2
+    assert out["params"]["ncu"].startswith("skipped: ") and reason in out["params"]["ncu"]
+    assert "\n" not in out["params"]["ncu"]
+    assert not any(k.startswith("ncu.") for k in out["metrics"])
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and reason in warnings[0]
+
+
+def test_counters_verdict_and_csv_land_in_the_result(tmp_path):
+    ncu = _fake_ncu(tmp_path, f"cat '{FIXTURES / 'attention_s512_no_swizzle.csv'}'")
+    out = profile.add_counters(_job_result(), {"seed": 0}, {"ncu": ncu}, [], {"no_swizzle": NO_SWIZZLE}, {})
+    assert out["params"]["ncu"].startswith("ok")
+    assert out["metrics"][f"ncu.variant.{BANKS}"] == 4_243_456
+    assert out["metrics"]["mechanism_confirmed"] == 1
+    assert out["params"]["counters_verdict"] == "confirmed"
+    assert json.loads(out["params"]["counters"]) == [["no_swizzle", BANKS, {"ratio_at_least": 100}]]
+    assert out["artifacts"]["ncu.csv"].count("\n") >= 3
+
+
+def test_the_ncu_command_flushes_caches_and_keeps_the_gpu_clocks():
+    cmd = profile.command("ncu", ["a__b.sum", "c__d.sum"], "spec.json")
+    assert cmd[cmd.index("--cache-control") + 1] == "all"
+    assert cmd[cmd.index("--clock-control") + 1] == "none"
+    assert cmd[cmd.index("--metrics") + 1] == "a__b.sum,c__d.sum"
+    assert cmd[-3:] == ["-m", "ablate.profile_driver", "spec.json"]
+
+
+def test_counter_metrics_are_logged_to_mlflow(tmp_path, monkeypatch):
+    from mlflow import MlflowClient
+
+    from ablate import tracking
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'm.db'}")
+    ncu = _fake_ncu(tmp_path, f"cat '{FIXTURES / 'attention_s512_no_swizzle.csv'}'")
+    out = profile.add_counters(_job_result(), {"seed": 0}, {"ncu": ncu}, [], {"no_swizzle": NO_SWIZZLE}, {})
+    cfg = plugins.compose("attention", ["pathology=no_swizzle"])
+    run_id = tracking.log_job(cfg, out)
+    run = MlflowClient().get_run(run_id)
+    assert run.data.metrics[f"ncu.variant.{BANKS}"] == 4_243_456
+    assert run.data.params["counters_verdict"] == "confirmed"
+    assert "log_errors" not in run.data.tags
+
+
+# ---- the rank's views and the roofline ---------------------------------------------------------
+
+def _ranked():
+    rows = []
+    for name, banks, verdict in (("no_swizzle", 4e6, "confirmed"), ("tiny_blocks", 30.0, "refuted")):
+        triples = [[name, BANKS, {"ratio_at_least": 100}]]
+        rows.append({"pathology": name, "shape": "s", "counters": json.dumps(triples),
+                     "counters_verdict": verdict, "base_us": 10.0, "variant_us": 20.0,
+                     "base_tflops": 100.0, "variant_tflops": 50.0, "peak_tflops": 600.0, "peak_gbps": 3000.0,
+                     f"ncu.base.{BANKS}": 20.0, f"ncu.variant.{BANKS}": banks,
+                     "ncu.base.lts__t_bytes.sum": 1e9, "ncu.variant.lts__t_bytes.sum": 4.5e9,
+                     f"ncu.base.{profile.DRAM_BYTES}": 6e6, f"ncu.variant.{profile.DRAM_BYTES}": 6e6,
+                     **{f"ncu.{w}.{m}": 50.0 for w in ("base", "variant") for m in profile.SOL.values()}})
+    return pd.DataFrame(rows)
+
+
+def test_mechanism_rows_show_deciding_counters_and_what_moved_instead():
+    rows = {r["pathology"]: r for r in counters.mechanism_rows(_ranked())}
+    assert rows["no_swizzle"]["mechanism"] == "confirmed"
+    assert "20 -> 4 M" in rows["no_swizzle"]["deciding counters (base -> variant)"]
+    assert rows["tiny_blocks"]["mechanism"] == "refuted"
+    assert rows["tiny_blocks"]["deciding counters (base -> variant)"].startswith("FAILS ")
+    assert "lts__t_bytes.sum 1 G -> 4.5 G" in rows["tiny_blocks"]["moved most instead"]
+
+
+def test_roofline_figure_and_speed_of_light_table(tmp_path):
+    ranked = _ranked()
+    pts = roofline.points(ranked, "s")
+    assert [p[0] for p in pts] == ["base", "no_swizzle", "tiny_blocks"]
+    assert math.isclose(pts[0][1], 100e12 * 10e-6 / 6e6)        # FLOPs per DRAM byte
+    assert roofline.figure(ranked, "s", tmp_path / "r.png") and (tmp_path / "r.png").stat().st_size > 0
+    sol = roofline.sol_table(ranked)
+    assert list(sol["pathology"]) == ["base", "no_swizzle", "tiny_blocks"]
+    assert sol.iloc[0]["tensor pipe"] == "50.0%"
+    assert not roofline.figure(ranked.drop(columns=["peak_gbps"]), "s", tmp_path / "none.png")
+
+
+# ---- the GPU's ceilings, cached per GPU ---------------------------------------------------------
+
+def test_peaks_are_measured_once_per_gpu_and_cached_with_their_command(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(peaks, "CACHE", tmp_path)
+    monkeypatch.setattr(peaks, "_uuid", lambda d: ("GPU-1234", "Some GPU"))
+    monkeypatch.setattr(peaks, "copy_gbps", lambda d: calls.append("copy") or 3000.0)
+    monkeypatch.setattr(peaks, "copies", lambda d: {"kernel": 3000.0})
+    monkeypatch.setattr(peaks, "matmul_tflops", lambda d: calls.append("mm") or 600.0)
+    pytest.importorskip("torch")
+    peaks.measured.cache_clear()
+    first = peaks.measured(0)
+    peaks.measured.cache_clear()
+    again = peaks.measured(0)
+    assert calls == ["copy", "mm"] and first == again
+    saved = json.loads((tmp_path / "GPU-1234.json").read_text())
+    assert saved["copy_gbps"] == 3000.0 and saved["matmul_tflops"] == 600.0 and saved["command"] and saved["date"]
+    peaks.measured.cache_clear()
