@@ -13,6 +13,7 @@ import pytest
 
 from ablate import counters, peaks, plugins, profile, roofline
 from ablate.config import checked
+from conftest import KERNELS
 from ablate.variant import VariantError, variant_from_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,7 +149,7 @@ def test_a_when_on_a_field_the_shape_lacks_and_bad_profile_settings_are_refused(
         checked(plugins.compose("rmsnorm", ["kernel.counters=[nope__x.sum]"]))
 
 
-@pytest.mark.parametrize("kernel", ["attention", "rmsnorm"])
+@pytest.mark.parametrize("kernel", KERNELS)
 def test_every_shipped_pathology_states_its_mechanism_in_counters(kernel):
     plugin = plugins.load(kernel)
     for name in plugin.options("pathology"):
