@@ -1,0 +1,289 @@
+"""Interactions between pathologies: which optimizations carry the speed together.
+
+One-at-a-time ablation measures r_a, the slowdown with optimization a removed. Two removed
+together can cost more than the product (they compound) or less (they overlap: removing one
+hides the other). This module designs the sweep that measures it and reads it back:
+
+- **Design** (`pairs_of`, `seam_choice`, `design`; used by the sweeper `hydra/sweeper=interactions`,
+  hydra_plugins/ablate_interactions): the base, each pathology alone, every pair on different
+  seams (two patches of one seam cannot be combined), and the **inversion**: one pathology
+  per seam switched on ("everything off"), then that set with each one taken out (each
+  optimization added back alone).
+- **Estimates** (`combine`, `interaction`): every quantity is a sum of the jobs' log
+  slowdowns, log I(a,b) = log r_ab - log r_a - log r_b, and each job's log slowdown is the
+  mean of its replicates' log ratios (ablate/stats.py). The jobs are independent runs, so the
+  variance of the sum is the sum of the variances, and its interval Student's t with
+  Welch-Satterthwaite degrees of freedom: the same two-stage estimate as a job's own
+  interval, which holds across runs where a bootstrap over one run's samples does not
+  (docs/design.md, "Interactions").
+- **Shapley** (`shapley_exact`, `shapley_sampled`, `shapley_order2`): attribution of the
+  total log slowdown of "everything off" to each optimization. Exact needs the game on all
+  2^n coalitions, sampled needs n coalitions per permutation; a sweep times the coalitions of
+  size 0, 1, 2, n-1 and n only, so `make rank` gives the exact Shapley values of the game
+  truncated to order 2 (its Harsanyi dividends from the singles and pairs), with the residual
+  of the higher orders, v(N) minus their sum, reported beside them.
+- **Report** (`report`): the heatmap of log2 I per shape, the significant interactions in
+  words, the inversion table; csv and markdown beside the ranking, a summary run in MLflow.
+"""
+import itertools
+import json
+import math
+import re
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+BASE = "none"
+
+
+# ---- design -------------------------------------------------------------------------------
+
+def pairs_of(seams):
+    """(combinable, same_seam): the pairs of pathologies (sorted tuples, sorted) on different
+    seams, and those on the same seam, which cannot be combined. `seams`: {name: seam}."""
+    names = sorted(n for n in seams if n != BASE)
+    both = list(itertools.combinations(names, 2))
+    return ([p for p in both if seams[p[0]] != seams[p[1]]], [p for p in both if seams[p[0]] == seams[p[1]]])
+
+
+def seam_choice(seams, preferred=None):
+    """{seam: the pathology that switches it off in the inversion}. Where a seam has several
+    pathologies, `preferred` ({seam: name}, the kernel's `kernel.inversion`) says which; a
+    seam it does not name takes the first name in sorted order. ValueError when `preferred`
+    names a pathology that is not in the sweep or not on that seam."""
+    preferred = dict(preferred or {})
+    by_seam = {}
+    for name in sorted(n for n in seams if n != BASE):
+        by_seam.setdefault(seams[name], []).append(name)
+    for seam, name in preferred.items():
+        if seam in by_seam and name not in by_seam[seam]:
+            raise ValueError(f"kernel.inversion.{seam}={name}: the sweep's pathologies on seam {seam!r} are "
+                             f"{by_seam[seam]}")
+    return {seam: preferred.get(seam, names[0]) for seam, names in sorted(by_seam.items())}
+
+
+def design(seams, chosen, pairs=True, inversion=True):
+    """The variants of an interactions sweep, in job order, each a sorted tuple of pathology
+    names (() is the base): base, singles, cross-seam pairs, then everything off (one
+    pathology per seam, `chosen`) and everything off with each one taken out. Duplicates
+    (with two or three seams the inversion's sets are pairs or singles) appear once."""
+    names = sorted(n for n in seams if n != BASE)
+    out = [(), *((n,) for n in names)]
+    if pairs:
+        out += pairs_of(seams)[0]
+    if inversion and len(chosen) >= 2:
+        full = tuple(sorted(chosen.values()))
+        out += [full, *(tuple(n for n in full if n != left) for left in full)]
+    return list(dict.fromkeys(out))
+
+
+# ---- estimates ----------------------------------------------------------------------------
+
+def replicate_logs(samples_json):
+    """A job's replicate log ratios, log(median variant / median base) of each replicate, from
+    its samples.json artifact (ablate/worker.py: {"replicates": [{candidate: samples}]})."""
+    from ablate.stats import replicate_ratios
+
+    reps = json.loads(samples_json)["replicates"] if isinstance(samples_json, str) else samples_json["replicates"]
+    return np.log(replicate_ratios([r["base"] for r in reps], [r["variant"] for r in reps]))
+
+
+def combine(terms, min_effect=0.0, level=0.95):
+    """exp(sum c_k * mean(logs_k)) with its interval, for independent jobs' replicate log
+    ratios: `terms` is [(c_k, logs_k)]. Variance sum c_k^2 s_k^2 / R_k, Student's t with
+    Welch-Satterthwaite degrees of freedom. Returns value, lo, hi, df, significant (the
+    interval beyond 1 +- min_effect, as for a slowdown)."""
+    est, var, denom = 0.0, 0.0, 0.0
+    for c, logs in terms:
+        logs = np.asarray(logs, dtype=np.float64)
+        if logs.size < 2:
+            raise ValueError(f"an interval needs at least 2 replicates per job, got {logs.size}")
+        if not np.all(np.isfinite(logs)):
+            raise ValueError("replicate log ratios contain NaN or infinity")
+        v = c * c * logs.var(ddof=1) / logs.size
+        est += c * logs.mean()
+        var += v
+        denom += v * v / (logs.size - 1)
+    df = var * var / denom if denom > 0 else math.inf
+    half = (scipy_stats.t.ppf(0.5 + level / 2, df) if math.isfinite(df) else scipy_stats.norm.ppf(0.5 + level / 2)) \
+        * math.sqrt(var)
+    lo, hi = math.exp(est - half), math.exp(est + half)
+    return {"value": math.exp(est), "lo": lo, "hi": hi, "df": df,
+            "significant": int(lo > 1 + min_effect or hi < 1 - min_effect)}
+
+
+def interaction(logs_ab, logs_a, logs_b, min_effect=0.0, level=0.95):
+    """I(a,b) = r_ab / (r_a r_b) with its interval (`combine`): > 1 the two compound, < 1 they
+    overlap."""
+    return combine([(1, logs_ab), (-1, logs_a), (-1, logs_b)], min_effect, level)
+
+
+# ---- Shapley ------------------------------------------------------------------------------
+
+def shapley_exact(players, value):
+    """Exact Shapley values of the game `value(frozenset) -> float` on `players` (all 2^n
+    coalitions are asked for): phi_i = sum over S not holding i of
+    |S|! (n-|S|-1)! / n! (v(S + i) - v(S))."""
+    players = list(players)
+    n = len(players)
+    cache = {}
+
+    def v(s):
+        if s not in cache:
+            cache[s] = float(value(s))
+        return cache[s]
+
+    phi = {}
+    for i in players:
+        others = [p for p in players if p != i]
+        total = 0.0
+        for k in range(n):
+            w = math.factorial(k) * math.factorial(n - k - 1) / math.factorial(n)
+            for s in itertools.combinations(others, k):
+                s = frozenset(s)
+                total += w * (v(s | {i}) - v(s))
+        phi[i] = total
+    return phi
+
+
+def shapley_sampled(players, value, permutations, rng=None):
+    """Shapley values estimated from `permutations` random orders of the players (each costs n
+    coalitions): the mean marginal contribution of each player where it joins, with the
+    standard error of that mean. Returns {player: (estimate, standard error)}."""
+    players = list(players)
+    rng = np.random.default_rng(rng)
+    if permutations < 2:
+        raise ValueError(f"permutations must be at least 2, got {permutations}")
+    cache = {}
+
+    def v(s):
+        if s not in cache:
+            cache[s] = float(value(s))
+        return cache[s]
+
+    marginals = {p: [] for p in players}
+    for _ in range(permutations):
+        s = frozenset()
+        for idx in rng.permutation(len(players)):
+            p = players[idx]
+            marginals[p].append(v(s | {p}) - v(s))
+            s = s | {p}
+    return {p: (float(np.mean(m)), float(np.std(m, ddof=1) / math.sqrt(len(m)))) for p, m in marginals.items()}
+
+
+def harsanyi(players, value, order=None):
+    """Harsanyi dividends (Moebius coefficients) m(S) = sum over T in S of (-1)^(|S|-|T|) v(T),
+    for the coalitions up to `order` players (all when None)."""
+    players = sorted(players)
+    top = len(players) if order is None else order
+    return {frozenset(s): sum((-1) ** (len(s) - k) * value(frozenset(t))
+                              for k in range(len(s) + 1) for t in itertools.combinations(s, k))
+            for size in range(1, top + 1) for s in itertools.combinations(players, size)}
+
+
+def shapley_order2(singles, pair_values):
+    """Exact Shapley values of the game truncated to order 2, and its dividends: from v({i})
+    (`singles`) and v({i,j}) (`pair_values`, keyed by frozenset) alone. m(i) = v(i),
+    m(ij) = v(ij) - v(i) - v(j) (log I), phi_i = m(i) + 1/2 sum_j m(ij). Each phi_i is a
+    linear combination of the measured v's: returned as {player: {coalition: coefficient}},
+    so that its interval can be taken over the jobs (`combine`)."""
+    players = sorted(singles)
+    coef = {}
+    for i in players:
+        c = {frozenset([i]): 1.0}
+        for j in players:
+            if j == i:
+                continue
+            ij = frozenset([i, j])
+            if ij not in pair_values:
+                raise ValueError(f"the pair {i} + {j} was not measured: the order-2 game needs every pair")
+            c[ij] = c.get(ij, 0.0) + 0.5
+            c[frozenset([i])] -= 0.5
+            c[frozenset([j])] = c.get(frozenset([j]), 0.0) - 0.5
+        coef[i] = c
+    return coef
+
+
+def evaluate(coefficients, values):
+    """sum c_S v(S) of one linear combination of coalition values."""
+    return sum(c * values[s] for s, c in coefficients.items())
+
+
+# ---- reading a sweep back -----------------------------------------------------------------
+
+def read_logs(run_ids):
+    """{run_id: replicate log ratios} from each job's samples.json artifact; a job without one
+    (logged before replicates, or its artifact lost) is left out."""
+    from mlflow import MlflowClient
+    from mlflow.artifacts import load_text
+
+    client = MlflowClient()
+    out = {}
+    for run_id in run_ids:
+        try:
+            out[run_id] = replicate_logs(load_text(f"{client.get_run(run_id).info.artifact_uri}/samples.json"))
+        except Exception:
+            continue
+    return out
+
+
+def read_params(run_ids, names=("pathologies", "seams", "min_effect")):
+    """{run_id: {param: value}} of the jobs (what load_jobs does not carry)."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient()
+    return {r: {k: client.get_run(r).data.params.get(k) for k in names} for r in run_ids}
+
+
+def analyse(jobs, logs, seams, min_effect):
+    """The interactions of one shape. `jobs`: {variant: run_id} (variant = tuple of names),
+    `logs`: {run_id: replicate log ratios}, `seams`: {name: seam}. Returns a dict of
+    `pairs` (rows: a, b, r_a, r_b, r_ab, product, I, lo, hi, df, significant), `same_seam`
+    (the pairs never built), `inversion` (rows per optimization, or None when the sweep has
+    none) and `shapley` (the order-2 game's values and residual, or None)."""
+    have = {v: logs[r] for v, r in jobs.items() if r in logs}
+    single = {v[0]: have[v] for v in have if len(v) == 1}
+    rows = []
+    combinable, same = pairs_of({n: seams[n] for n in single if n in seams})
+    for a, b in combinable:
+        if (a, b) not in have:
+            continue
+        i = interaction(have[(a, b)], single[a], single[b], min_effect)
+        r_a, r_b, r_ab = (math.exp(np.mean(x)) for x in (single[a], single[b], have[(a, b)]))
+        rows.append({"a": a, "b": b, "r_a": r_a, "r_b": r_b, "r_ab": r_ab, "product": r_a * r_b,
+                     "I": i["value"], "lo": i["lo"], "hi": i["hi"], "df": i["df"], "significant": i["significant"]})
+    out = {"pairs": rows, "same_seam": same, "inversion": None, "shapley": None}
+
+    full = max((v for v in have if len(v) >= 3 and len({seams.get(n) for n in v}) == len(v)), key=len, default=None)
+    if full is None:
+        return out
+    total = combine([(1, have[full])], min_effect)
+    inv = []
+    for name in full:
+        rest = tuple(n for n in full if n != name)
+        row = {"optimization": name, "seam": seams.get(name, "?")}
+        if name in single:
+            alone = combine([(1, single[name])], min_effect)
+            row.update(missing=alone["value"], missing_lo=alone["lo"], missing_hi=alone["hi"])
+        if rest in have:
+            back = combine([(1, have[full]), (-1, have[rest])], min_effect)
+            row.update(present=back["value"], present_lo=back["lo"], present_hi=back["hi"])
+        inv.append(row)
+    out["inversion"] = {"full": full, "total": total, "rows": inv}
+
+    # Shapley of log slowdown on the players of `full`: the game truncated to order 2.
+    values = {frozenset([n]): single[n] for n in full if n in single}
+    values.update({frozenset(p): have[p] for p in itertools.combinations(full, 2) if p in have})
+    try:
+        coef = shapley_order2({n: None for n in full}, {s: None for s in values if len(s) == 2})
+    except ValueError as e:
+        out["shapley"] = {"error": str(e)}
+        return out
+    if any(s not in values for c in coef.values() for s in c):
+        out["shapley"] = {"error": "a single of the inversion's set was not measured"}
+        return out
+    phi = {n: combine([(c, values[s]) for s, c in coef[n].items() if c != 0], min_effect) for n in full}
+    order2_sum = sum(math.log(p["value"]) for p in phi.values())
+    out["shapley"] = {"phi": phi, "log_total": math.log(total["value"]), "order2_sum": order2_sum,
+                      "residual": math.exp(math.log(total["value"]) - order2_sum)}
+    return out
