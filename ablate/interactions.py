@@ -283,7 +283,214 @@ def analyse(jobs, logs, seams, min_effect):
         out["shapley"] = {"error": "a single of the inversion's set was not measured"}
         return out
     phi = {n: combine([(c, values[s]) for s, c in coef[n].items() if c != 0], min_effect) for n in full}
-    order2_sum = sum(math.log(p["value"]) for p in phi.values())
-    out["shapley"] = {"phi": phi, "log_total": math.log(total["value"]), "order2_sum": order2_sum,
-                      "residual": math.exp(math.log(total["value"]) - order2_sum)}
+    # The higher orders' share: v(N) - sum_i phi_i = v(N) - sum_pairs v(ij) + (n - 2) sum_i v(i).
+    n = len(full)
+    residual = combine([(1, have[full])] + [(-1, values[s]) for s in values if len(s) == 2]
+                       + [(n - 2, values[s]) for s in values if len(s) == 1], min_effect)
+    out["shapley"] = {"phi": phi, "residual": residual}
     return out
+
+
+# ---- the report ---------------------------------------------------------------------------
+
+SHAPLEY_METHOD = ("Shapley values of log slowdown over the inversion's pathologies, exact for the game "
+                  "truncated to order 2 (Harsanyi dividends of the measured singles and pairs: "
+                  "phi_i = log r_i + 1/2 sum_j log I_ij); the residual is what the orders >= 3 add to "
+                  "everything off, which the sweep does not resolve")
+
+
+def _interval(r, digits=3):
+    return f"{r['value']:.{digits}f}x [{r['lo']:.{digits}f}, {r['hi']:.{digits}f}]"
+
+
+def words(shape, row):
+    verb = "compound" if row["I"] > 1 else "overlap"
+    return (f"{shape}: {row['a']} and {row['b']} {verb}: together {row['r_ab']:.2f}x, the product predicts "
+            f"{row['product']:.2f}x (I = {row['I']:.3f} [{row['lo']:.3f}, {row['hi']:.3f}])")
+
+
+def interaction_jobs(ranked):
+    """Whether a ranked sweep holds interactions: a job of two pathologies or more whose
+    pathologies were each timed alone on the same shape."""
+    for shape, group in ranked.groupby("shape"):
+        names = set(group["pathology"])
+        if any("+" in v and all(n in names for n in v.split("+")) for v in names):
+            return True
+    return False
+
+
+def report(ranked, out, sweep_run_id=None):
+    """Interactions, inversion and Shapley of a ranked sweep (rank.ranking's table), or None
+    when it has no pairs. Returns (text sections, markdown sections, files written) and
+    writes interactions.csv, inversion.csv, interactions.md and plots/interactions_<shape>.png
+    into `out`, and a summary run into MLflow (once per sweep)."""
+    import pandas as pd
+
+    from ablate import plots
+
+    if ranked.empty or not interaction_jobs(ranked):
+        return None
+    params = read_params(list(ranked["run_id"]))
+    logs = read_logs(list(ranked["run_id"]))
+    seams, margins = {}, set()
+    for run_id, p in params.items():
+        names, where = (p["pathologies"] or "").split(","), (p["seams"] or "").split(",")
+        if len(names) == len(where):
+            seams.update({n: s for n, s in zip(names, where) if n != BASE and s != "-"})
+        if p["min_effect"] not in (None, "null", "None"):
+            margins.add(float(p["min_effect"]))
+    if len(margins) > 1:
+        raise ValueError(f"the sweep's jobs were judged with different bench.min_effect: {sorted(margins)}")
+    min_effect = margins.pop() if margins else _default_min_effect()
+    missing = [r for r in ranked["run_id"] if r not in logs]
+
+    text, md, pair_rows, inv_rows, results = [], [], [], [], {}
+    plot_dir = out / "plots"
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    for old in plot_dir.glob("interactions_*.png"):
+        old.unlink()
+    written = []
+    for shape in dict.fromkeys(ranked["shape"]):
+        group = ranked[ranked["shape"] == shape]
+        jobs = {tuple(v.split("+")) if v != BASE else (): r for v, r in zip(group["pathology"], group["run_id"])}
+        res = analyse(jobs, logs, seams, min_effect)
+        results[shape] = res
+        if not res["pairs"]:
+            continue
+        for row in res["pairs"]:
+            pair_rows.append({"shape": shape, **row, "seam_a": seams.get(row["a"]), "seam_b": seams.get(row["b"]),
+                              "verdict": ("compound" if row["I"] > 1 else "overlap") if row["significant"] else "ns"})
+        sig = sorted((r for r in res["pairs"] if r["significant"]), key=lambda r: -abs(math.log(r["I"])))
+        text.append(f"Interactions at {shape} (I = r_ab / (r_a r_b); 95% interval over the three jobs' replicates, "
+                    f"Welch-Satterthwaite t; significant = beyond 1 +- {min_effect:g}): {len(sig)} of "
+                    f"{len(res['pairs'])} pairs significant"
+                    + (f"; not combinable (same seam), never built: "
+                       + ", ".join(f"{a} + {b}" for a, b in res["same_seam"]) if res["same_seam"] else "")
+                    + ("\n" + "\n".join("- " + words(shape, r) for r in sig) if sig else ""))
+        md.append(f"### Interactions at {shape}\n\n" + ("\n".join("- " + words(shape, r) for r in sig)
+                                                         or "No pair interacts beyond the margin."))
+        path = plot_dir / f"interactions_{shape}.png"
+        plots.interaction_heatmap(res["pairs"], res["same_seam"], shape, min_effect, path)
+        written.append(path)
+        inv = res["inversion"]
+        if inv is None:
+            continue
+        table = pd.DataFrame([{
+            "optimization (its pathology)": r["optimization"], "seam": r["seam"],
+            "slowdown when only it is missing": _interval({"value": r["missing"], "lo": r["missing_lo"],
+                                                           "hi": r["missing_hi"]}) if "missing" in r else "-",
+            "speedup when only it is present": _interval({"value": r["present"], "lo": r["present_lo"],
+                                                          "hi": r["present_hi"]}) if "present" in r else "-",
+            **_shapley_cells(res["shapley"], r["optimization"], inv["total"]),
+        } for r in inv["rows"]])
+        for r in inv["rows"]:
+            inv_rows.append({"shape": shape, **r, **{f"shapley_{k}": v for k, v in
+                                                     _shapley_numbers(res["shapley"], r["optimization"]).items()}})
+        head = (f"Inversion at {shape}: everything off ({' + '.join(inv['full'])}) is {_interval(inv['total'], 2)} "
+                "the base's time; each optimization added back alone, beside its slowdown when it alone is "
+                "missing, and its Shapley share of the total:")
+        tail = _shapley_tail(res["shapley"], inv["total"])
+        text += [head, table.to_string(index=False), tail]
+        md += [f"### Inversion at {shape}\n\n{head}\n\n" + _markdown(table) + f"\n\n{tail}"]
+    if missing:
+        text.append(f"{len(missing)} timed jobs have no samples.json to read their replicates from; "
+                    "the pairs that need them are left out")
+
+    pd.DataFrame(pair_rows).to_csv(out / "interactions.csv", index=False)
+    pd.DataFrame(inv_rows).to_csv(out / "inversion.csv", index=False)
+    (out / "interactions.md").write_text("# ablate interactions\n\n" + "\n\n".join(md) + "\n")
+    written = [out / "interactions.csv", out / "inversion.csv", out / "interactions.md", *written]
+    if sweep_run_id:
+        note = log_summary(sweep_run_id, results, written, len(ranked))
+        if note:
+            text.append(note)
+    return text, ["## Interactions", *md], written
+
+
+def _default_min_effect():
+    from omegaconf import OmegaConf
+
+    from ablate.tracking import ROOT
+
+    return float(OmegaConf.load(ROOT / "conf" / "bench" / "default.yaml").min_effect)
+
+
+def _shapley_numbers(shapley, name):
+    if not shapley or "phi" not in shapley:
+        return {}
+    p = shapley["phi"][name]
+    return {"value": p["value"], "lo": p["lo"], "hi": p["hi"]}
+
+
+def _shapley_cells(shapley, name, total):
+    if not shapley or "phi" not in shapley:
+        return {"Shapley share (order 2)": "-"}
+    p = shapley["phi"][name]
+    return {"Shapley share (order 2)": _interval(p),
+            "% of log total": f"{100 * math.log(p['value']) / math.log(total['value']):.0f}%"}
+
+
+def _shapley_tail(shapley, total):
+    if not shapley:
+        return "Shapley: not computed."
+    if "phi" not in shapley:
+        return f"Shapley: not computed ({shapley['error']})."
+    res = shapley["residual"]
+    prod = math.prod(p["value"] for p in shapley["phi"].values())
+    return (f"Method: {SHAPLEY_METHOD}. The shares multiply to {prod:.2f}x; everything off measured "
+            f"{total['value']:.2f}x; the residual of the orders >= 3 is {_interval(res)}"
+            f" ({'significant' if res['significant'] else 'not significant'}).")
+
+
+def _markdown(df):
+    from ablate.rank import markdown
+
+    return markdown(df)
+
+
+def log_summary(sweep_run_id, results, files, n_jobs):
+    """A summary run in the sweep's experiment (tags kind=interactions, sweep_run), with each
+    interaction, Shapley value and everything-off slowdown as metrics and the tables and
+    figures as artifacts. Once per sweep and job count: a run is only ever added. Returns a
+    line saying where, or None."""
+    from mlflow import MlflowClient
+    from mlflow.entities import Metric
+
+    client = MlflowClient()
+    try:
+        parent = client.get_run(sweep_run_id)
+        exp = parent.info.experiment_id
+        found = client.search_runs([exp], f"tags.kind = 'interactions' and tags.sweep_run = '{sweep_run_id}' "
+                                          f"and tags.jobs = '{n_jobs}'")
+        if found:
+            return f"MLflow: this sweep's interactions are in run {found[0].info.run_id}"
+        sid = parent.data.tags.get("sweep_id", sweep_run_id)
+        run = client.create_run(exp, run_name=f"interactions {sid}",
+                                tags={"kind": "interactions", "sweep_run": sweep_run_id, "sweep_id": sid,
+                                      "jobs": str(n_jobs), "shapley_method": SHAPLEY_METHOD})
+        rid, now, metrics = run.info.run_id, 0, []
+        for shape, res in results.items():
+            key = lambda *parts: "/".join(re.sub(r"[^A-Za-z0-9_.-]", "_", str(p)) for p in parts)  # noqa: E731
+            for r in res["pairs"]:
+                for k, v in (("I", r["I"]), ("I_lo", r["lo"]), ("I_hi", r["hi"]), ("I_significant", r["significant"])):
+                    metrics.append(Metric(key(k, shape, r["a"], r["b"]), float(v), now, 0))
+            if res["inversion"]:
+                t = res["inversion"]["total"]
+                metrics += [Metric(key("all_off", shape), t["value"], now, 0),
+                            Metric(key("all_off_lo", shape), t["lo"], now, 0),
+                            Metric(key("all_off_hi", shape), t["hi"], now, 0)]
+                for r in res["inversion"]["rows"]:
+                    if "present" in r:
+                        metrics.append(Metric(key("added_back_speedup", shape, r["optimization"]), r["present"], now, 0))
+            if res["shapley"] and "phi" in res["shapley"]:
+                for name, p in res["shapley"]["phi"].items():
+                    metrics.append(Metric(key("shapley", shape, name), p["value"], now, 0))
+                metrics.append(Metric(key("shapley_residual", shape), res["shapley"]["residual"]["value"], now, 0))
+        for i in range(0, len(metrics), 500):
+            client.log_batch(rid, metrics=metrics[i:i + 500])
+        for f in files:
+            client.log_artifact(rid, str(f))
+        client.set_terminated(rid, "FINISHED")
+        return f"MLflow: interactions logged as run {rid} (interactions {sid})"
+    except Exception as e:  # the tables are written already; the store is the extra copy
+        return f"MLflow: could not log the interactions summary: {e}"
