@@ -381,7 +381,7 @@ def report(ranked, out, sweep_run_id=None):
                                                            "hi": r["missing_hi"]}) if "missing" in r else "-",
             "speedup when only it is present": _interval({"value": r["present"], "lo": r["present_lo"],
                                                           "hi": r["present_hi"]}) if "present" in r else "-",
-            **_shapley_cells(res["shapley"], r["optimization"], inv["total"]),
+            **_shapley_cells(res["shapley"], r["optimization"]),
         } for r in inv["rows"]])
         for r in inv["rows"]:
             inv_rows.append({"shape": shape, **r, **{f"shapley_{k}": v for k, v in
@@ -422,12 +422,15 @@ def _shapley_numbers(shapley, name):
     return {"value": p["value"], "lo": p["lo"], "hi": p["hi"]}
 
 
-def _shapley_cells(shapley, name, total):
+def _shapley_cells(shapley, name):
+    """The share of one optimization, and its part of the shares' log sum (the columns add to
+    100%; the measured total differs from that sum by the residual)."""
     if not shapley or "phi" not in shapley:
         return {"Shapley share (order 2)": "-"}
     p = shapley["phi"][name]
+    whole = sum(math.log(q["value"]) for q in shapley["phi"].values())
     return {"Shapley share (order 2)": _interval(p),
-            "% of log total": f"{100 * math.log(p['value']) / math.log(total['value']):.0f}%"}
+            "% of the shares (log)": f"{100 * math.log(p['value']) / whole:.0f}%" if whole else "-"}
 
 
 def _shapley_tail(shapley, total):

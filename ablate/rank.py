@@ -318,6 +318,9 @@ def calibration_view(calibrations):
 def mechanisms(ranked):
     """Each ranked pathology's mechanism and prediction, once, to hold the numbers against."""
     lines = ["What each pathology defeats, and what was predicted:"]
+    # A combined variant's texts are its parts' joined: shown once, under the parts, when they ran alone.
+    alone = set(ranked["pathology"])
+    ranked = ranked[[not ("+" in v and set(v.split("+")) <= alone) for v in ranked["pathology"]]]
     for _, r in ranked.drop_duplicates("pathology").fillna({"mechanism": "", "expected": ""}).iterrows():
         lines.append(f"- {r['pathology']}: {r['mechanism'] or '(no mechanism logged)'}\n"
                      f"  expected: {r['expected'] or '(no prediction logged)'}")
