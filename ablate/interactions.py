@@ -430,7 +430,7 @@ def _shapley_cells(shapley, name):
     p = shapley["phi"][name]
     whole = sum(math.log(q["value"]) for q in shapley["phi"].values())
     return {"Shapley share (order 2)": _interval(p),
-            "% of the shares (log)": f"{100 * math.log(p['value']) / whole:.0f}%" if whole else "-"}
+            "% of the shares (log)": f"{100 * math.log(p['value']) / whole:.1f}%" if whole else "-"}
 
 
 def _shapley_tail(shapley, total):

@@ -71,12 +71,13 @@ def interaction_heatmap(pairs, same_seam, shape, min_effect, path):
         for a, b in ((r["a"], r["b"]), (r["b"], r["a"])):
             values.loc[a, b] = np.log2(r["I"])
             labels.loc[a, b] = f"{r['I']:.2f}" + ("" if r["significant"] else " ns")
-    for a, b in same_seam:
-        labels.loc[a, b] = labels.loc[b, a] = "same\nseam"
     sns.set_theme(style="white")
     fig, ax = plt.subplots(figsize=(2.5 + 0.95 * len(names), 1.8 + 0.75 * len(names)))
     sns.heatmap(values, annot=labels, fmt="", center=0, cmap="RdBu_r", cbar_kws={"label": "log2 I"},
                 linewidths=0.5, annot_kws={"fontsize": 8}, ax=ax)
+    for a, b in same_seam:  # empty cells get no annotation from seaborn: written here
+        for row, col in ((names.index(a), names.index(b)), (names.index(b), names.index(a))):
+            ax.text(col + 0.5, row + 0.5, "same\nseam", ha="center", va="center", fontsize=8, color="gray")
     ax.set_title(f"Interactions at {shape}: I = r_ab / (r_a r_b)\n(> 1 compound, < 1 overlap; "
                  f"ns: the 95% interval lies within 1 ± {min_effect:g})")
     fig.tight_layout()
