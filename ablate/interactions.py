@@ -361,14 +361,14 @@ def report(ranked, out, sweep_run_id=None):
             pair_rows.append({"shape": shape, **row, "seam_a": seams.get(row["a"]), "seam_b": seams.get(row["b"]),
                               "verdict": ("compound" if row["I"] > 1 else "overlap") if row["significant"] else "ns"})
         sig = sorted((r for r in res["pairs"] if r["significant"]), key=lambda r: -abs(math.log(r["I"])))
-        text.append(f"Interactions at {shape} (I = r_ab / (r_a r_b); 95% interval over the three jobs' replicates, "
-                    f"Welch-Satterthwaite t; significant = beyond 1 +- {min_effect:g}): {len(sig)} of "
-                    f"{len(res['pairs'])} pairs significant"
-                    + (f"; not combinable (same seam), never built: "
-                       + ", ".join(f"{a} + {b}" for a, b in res["same_seam"]) if res["same_seam"] else "")
-                    + ("\n" + "\n".join("- " + words(shape, r) for r in sig) if sig else ""))
-        md.append(f"### Interactions at {shape}\n\n" + ("\n".join("- " + words(shape, r) for r in sig)
-                                                         or "No pair interacts beyond the margin."))
+        lead = (f"Interactions at {shape} (I = r_ab / (r_a r_b); 95% interval over the three jobs' replicates, "
+                f"Welch-Satterthwaite t; significant = beyond 1 +- {min_effect:g}): {len(sig)} of "
+                f"{len(res['pairs'])} pairs significant"
+                + ("; not combinable (same seam), never built: "
+                   + ", ".join(f"{a} + {b}" for a, b in res["same_seam"]) if res["same_seam"] else ""))
+        listed = "\n".join("- " + words(shape, r) for r in sig)
+        text.append(lead + ("\n" + listed if sig else ""))
+        md.append(f"### Interactions at {shape}\n\n{lead}\n\n" + (listed or "No pair interacts beyond the margin."))
         path = plot_dir / f"interactions_{shape}.png"
         plots.interaction_heatmap(res["pairs"], res["same_seam"], shape, min_effect, path)
         written.append(path)

@@ -178,12 +178,14 @@ def variants_of_sweep(config, kernel_dir) -> list[Variant]:
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
-
     from hydra.utils import get_class
 
     sweeper = config.hydra.sweeper
-    cls = get_class(sweeper._target_)
-    if not issubclass(cls, BasicSweeper):
+    try:
+        cls = get_class(sweeper._target_)
+    except Exception as e:
+        raise VariantError(f"hydra.sweeper: cannot import {sweeper._target_}: {e}") from None
+    if not isinstance(cls, type) or not issubclass(cls, BasicSweeper):
         raise VariantError(
             f"variants_of_sweep expands the basic sweeper's jobs (and its subclasses'), not {sweeper._target_}")
     loader = GlobalHydra.instance().config_loader()

@@ -66,6 +66,11 @@ def test_the_sweeper_expands_a_glob_into_the_design():
                         "pathology=scalar_loads", "pathology=uncoalesced"]
     assert "pathology=[scalar_loads,uncoalesced]" not in s512
     assert s512[-1] == "pathology=[no_cp_async,no_swizzle,scalar_loads]"  # everything off
+    # Combinations are the sweeper's to make: a list given on the command line is refused.
+    with initialize_config_dir(config_dir=str(plugins.CONF), version_base=None):
+        with pytest.raises(SystemExit, match="takes single pathologies"):
+            InteractionsSweeper.jobs_of(cfg, GlobalHydra.instance().config_loader(),
+                                        [["pathology=[no_swizzle,no_cp_async]", "shape=s512"]])
 
 
 # ---- the estimate on synthetic samples ----------------------------------------------------
