@@ -9,7 +9,7 @@ ARGS ?=
 STORE ?= $(or $(MLFLOW_TRACKING_URI),sqlite:///runs/mlflow.db)
 CHOICES = $(if $(KERNEL),kernel=$(KERNEL)) $(if $(SHAPE),shape=$(SHAPE))
 
-.PHONY: install test sweep profile static rank compare calibrate ui new-kernel clean purge
+.PHONY: install test sweep profile static rank compare calibrate interactions ui new-kernel clean purge
 
 install:  ## the Python dependencies (torch: see README)
 	$(PYTHON) -m pip install -r requirements.txt
@@ -46,7 +46,7 @@ new-kernel:  ## a minimal kernel plugin to start from: make new-kernel NAME=my_k
 
 # Derived files only: builds, figures, tables. The MLflow store and Hydra's logs stay.
 clean:
-	rm -rf runs/build runs/plots runs/rank.csv runs/rank.md
+	rm -rf runs/build runs/plots runs/rank.csv runs/rank.md runs/interactions.csv runs/inversion.csv runs/interactions.md
 
 # Everything under runs/, recorded results included: only when asked by name.
 purge:
@@ -54,3 +54,7 @@ purge:
 	  echo "purge deletes runs/ entirely: the MLflow store (runs/mlflow.db, runs/mlartifacts)," \
 	       "every sweep's logs and results, builds and figures. Run: make purge CONFIRM=yes"; exit 1; fi
 	rm -rf runs
+
+interactions:  ## every cross-seam pair of pathologies and the inversion, timed (no peers), then ranked: make interactions SHAPES=s512,s4k
+	$(PYTHON) -m ablate -m hydra/sweeper=interactions $(if $(KERNEL),kernel=$(KERNEL)) 'pathology=glob(*)' $(if $(or $(SHAPES),$(SHAPE)),shape=$(or $(SHAPES),$(SHAPE))) 'bench.peers=[]' $(ARGS)
+	$(PYTHON) -m ablate.rank $(if $(KERNEL),--kernel '$(KERNEL)')

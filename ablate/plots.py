@@ -56,3 +56,30 @@ def slowdown_heatmap(ranked, shapes, path):
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def interaction_heatmap(pairs, same_seam, shape, min_effect, path):
+    """Pathology x pathology grid of one shape's interactions: colour is log2 I (red: the two
+    compound, blue: they overlap), `ns` marks those whose interval lies within 1 ± min_effect,
+    `same seam` the pairs that cannot be combined, blank the diagonal and the pairs not measured."""
+    import pandas as pd
+
+    names = sorted({r["a"] for r in pairs} | {r["b"] for r in pairs} | {n for p in same_seam for n in p})
+    values = pd.DataFrame(np.nan, index=names, columns=names)
+    labels = pd.DataFrame("", index=names, columns=names)
+    for r in pairs:
+        for a, b in ((r["a"], r["b"]), (r["b"], r["a"])):
+            values.loc[a, b] = np.log2(r["I"])
+            labels.loc[a, b] = f"{r['I']:.2f}" + ("" if r["significant"] else " ns")
+    sns.set_theme(style="white")
+    fig, ax = plt.subplots(figsize=(2.5 + 0.95 * len(names), 1.8 + 0.75 * len(names)))
+    sns.heatmap(values, annot=labels, fmt="", center=0, cmap="RdBu_r", cbar_kws={"label": "log2 I"},
+                linewidths=0.5, annot_kws={"fontsize": 8}, ax=ax)
+    for a, b in same_seam:  # empty cells get no annotation from seaborn: written here
+        for row, col in ((names.index(a), names.index(b)), (names.index(b), names.index(a))):
+            ax.text(col + 0.5, row + 0.5, "same\nseam", ha="center", va="center", fontsize=8, color="gray")
+    ax.set_title(f"Interactions at {shape}: I = r_ab / (r_a r_b)\n(> 1 compound, < 1 overlap; "
+                 f"ns: the 95% interval lies within 1 ± {min_effect:g})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -27,7 +27,7 @@ import pandas as pd
 from mlflow import MlflowClient
 from omegaconf import OmegaConf
 
-from ablate import counters, plots, roofline
+from ablate import counters, interactions, plots, roofline
 from ablate.stats import overlap
 from ablate.tracking import ROOT, sqlite_path, tracking_uri
 
@@ -97,9 +97,20 @@ def rank(sweep=None, experiment=None, out=None, kernel=None):
 
     db = sqlite_path(uri)
     out = Path(out) if out else (db.resolve().parent if db is not None else ROOT / "runs")
-    written = write(out, jobs, ranked, titles, md)
+    # A sweep of pairs (hydra/sweeper=interactions): interactions, inversion, Shapley.
+    found = interactions.report(ranked, out, sweep_run_id(jobs))
+    if found:
+        sections += found[0]
+        md += found[1]
+    written = write(out, jobs, ranked, titles, md) + (found[2] if found else [])
     sections.append("Wrote " + ", ".join(str(p) for p in written))
     return "\n\n".join(sections)
+
+
+def sweep_run_id(jobs):
+    """The parent run of the chosen sweep's jobs (the first job's), or None."""
+    ids = jobs["run_id"].dropna()
+    return MlflowClient().get_run(ids.iloc[0]).data.tags.get("mlflow.parentRunId") if not ids.empty else None
 
 
 def compare(a, b, experiment=None, out=None, kernel=None):
@@ -329,6 +340,9 @@ def calibration_view(calibrations):
 def mechanisms(ranked):
     """Each ranked pathology's mechanism and prediction, once, to hold the numbers against."""
     lines = ["What each pathology defeats, and what was predicted:"]
+    # A combined variant's texts are its parts' joined: shown once, under the parts, when they ran alone.
+    alone = set(ranked["pathology"])
+    ranked = ranked[[not ("+" in v and set(v.split("+")) <= alone) for v in ranked["pathology"]]]
     for _, r in ranked.drop_duplicates("pathology").fillna({"mechanism": "", "expected": ""}).iterrows():
         lines.append(f"- {r['pathology']}: {r['mechanism'] or '(no mechanism logged)'}\n"
                      f"  expected: {r['expected'] or '(no prediction logged)'}")

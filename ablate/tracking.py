@@ -214,6 +214,8 @@ def job_params(cfg, result, problems):
         "mechanism": _joined(pathology, texts, "mechanism"),
         "expected": _joined(pathology, texts, "expected"),
         "truth": _truth(pathology, names),
+        "seams": ",".join(str((pathology.get(n) or {}).get("seam") or "-") for n in names) or "-",
+        "min_effect": OmegaConf.select(cfg, "bench.min_effect", default=None),
         "shape": _shape_name(cfg),
         # What the job did: mode=gpu falls back to static on a machine with no GPU.
         "mode": "static" if result.get("status") == "static" else str(OmegaConf.select(cfg, "mode")),

@@ -185,16 +185,23 @@ def variants_of_sweep(config, kernel_dir) -> list[Variant]:
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.utils import get_class
 
     sweeper = config.hydra.sweeper
-    if sweeper.get("_target_") != f"{BasicSweeper.__module__}.{BasicSweeper.__name__}":
+    try:
+        cls = get_class(sweeper._target_)
+    except Exception as e:
+        raise VariantError(f"hydra.sweeper: cannot import {sweeper._target_}: {e}") from None
+    if not isinstance(cls, type) or not issubclass(cls, BasicSweeper):
         raise VariantError(
-            f"variants_of_sweep expands the basic sweeper's jobs only, not {sweeper._target_}")
+            f"variants_of_sweep expands the basic sweeper's jobs (and its subclasses'), not {sweeper._target_}")
     loader = GlobalHydra.instance().config_loader()
     params = [f"{key}={value}" for key, value in (sweeper.get("params") or {}).items()]
     arguments = params + list(config.hydra.overrides.task)
     overrides = OverridesParser.create(config_loader=loader).parse_overrides(arguments)
-    jobs = itertools.chain.from_iterable(BasicSweeper.split_arguments(overrides, None))
+    jobs = list(itertools.chain.from_iterable(BasicSweeper.split_arguments(overrides, None)))
+    if hasattr(cls, "jobs_of"):  # a sweeper that designs its jobs from the basic ones (interactions)
+        jobs = cls.jobs_of(config, loader, jobs)
 
     variants: dict[str, Variant] = {}
     for job in jobs:

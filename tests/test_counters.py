@@ -221,12 +221,13 @@ def test_counter_metrics_are_logged_to_mlflow(tmp_path, monkeypatch):
 
     from ablate import tracking
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'm.db'}")
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     ncu = _fake_ncu(tmp_path, f"cat '{FIXTURES / 'attention_s512_no_swizzle.csv'}'")
     out = profile.add_counters(_job_result(), {"seed": 0}, {"ncu": ncu}, [], {"no_swizzle": NO_SWIZZLE}, {})
     cfg = plugins.compose("attention", ["pathology=no_swizzle"])
     run_id = tracking.log_job(cfg, out)
-    run = MlflowClient().get_run(run_id)
+    run = MlflowClient(tracking_uri=uri).get_run(run_id)   # not the global URI an earlier rank set
     assert run.data.metrics[f"ncu.variant.{BANKS}"] == 4_243_456
     assert run.data.params["counters_verdict"] == "confirmed"
     assert "log_errors" not in run.data.tags
