@@ -278,7 +278,27 @@ def _kernel_sources(kernel) -> list[Path]:
         raise BuildError(f"the kernel's folder {folder} is not a directory")
     files = {source} | {p for d in (folder, INCLUDE) for p in d.rglob("*")
                         if p.is_file() and p.suffix in HEADER_SUFFIXES}
-    return sorted(files)
+    return sorted(_with_quoted_includes(files, (folder, INCLUDE)))
+
+
+_QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def _with_quoted_includes(files: set[Path], roots) -> set[Path]:
+    """`files` plus every file they #include "..." from outside the kernel's folder (a
+    sibling kernel's header, say), followed to the end, so that the hash sees them too."""
+    todo, seen = list(files), set(files)
+    while todo:
+        path = todo.pop()
+        for name in _QUOTED_INCLUDE.findall(path.read_text(errors="replace")):
+            for base in (path.parent, *roots):
+                found = (base / name).resolve()
+                if found.is_file():
+                    if found not in seen:
+                        seen.add(found)
+                        todo.append(found)
+                    break
+    return seen
 
 
 def _shown(path, root: Path) -> str:

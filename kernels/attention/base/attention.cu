@@ -12,6 +12,7 @@
 #include <ablate/variant_info.h>
 
 #include "base/ablate_attention.h"
+#include "base/abi_args.cuh"
 #include "base/tile.cuh"
 #include "base/layout.cuh"
 #include "base/mma.cuh"
@@ -165,14 +166,7 @@ static cudaError_t launch(const Params& p, cudaStream_t stream) {
 
 extern "C" int ablate_attention_fwd(const void* q, const void* k, const void* v, void* o, int B,
                                     int H, int S, int D, int causal, float scale, void* stream) {
-  auto aligned = [](const void* ptr) {
-    return ptr != nullptr && reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
-  };
-  // scale > 0: the kernel takes the row max of raw scores, which is the max of the scaled
-  // ones only for a positive scale.
-  if (!aligned(q) || !aligned(k) || !aligned(v) || !aligned(o) || B < 1 || H < 1 || S < 1 ||
-      (D != 64 && D != 128) || !std::isfinite(scale) || !(scale > 0.f) ||
-      static_cast<int64_t>(B) * H > 65535)
+  if (!ablate_attention_args_ok(q, k, v, o, B, H, S, D, scale))
     return static_cast<int>(cudaErrorInvalidValue);
   const Params p{static_cast<const half*>(q), static_cast<const half*>(k),
                  static_cast<const half*>(v), static_cast<half*>(o), S, B * H,

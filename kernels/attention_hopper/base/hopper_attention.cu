@@ -14,6 +14,7 @@
 #include <ablate/variant_info.h>
 
 #include "../attention/base/ablate_attention.h"  // the C ABI both attention kernels share
+#include "../attention/base/abi_args.cuh"
 #include "base/tile.cuh"
 #include "base/tma.cuh"
 #include "base/gemm.cuh"
@@ -199,12 +200,7 @@ static cudaError_t launch(const Params& p, int bh, cudaStream_t stream) {
 
 extern "C" int ablate_attention_fwd(const void* q, const void* k, const void* v, void* o, int B,
                                     int H, int S, int D, int causal, float scale, void* stream) {
-  auto aligned = [](const void* ptr) {
-    return ptr != nullptr && reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
-  };
-  if (!aligned(q) || !aligned(k) || !aligned(v) || !aligned(o) || B < 1 || H < 1 || S < 1 ||
-      (D != 64 && D != 128) || !std::isfinite(scale) || !(scale > 0.f) ||
-      static_cast<int64_t>(B) * H > 65535)
+  if (!ablate_attention_args_ok(q, k, v, o, B, H, S, D, scale))
     return static_cast<int>(cudaErrorInvalidValue);
   Params p{};
   p.q = static_cast<const half*>(q);
