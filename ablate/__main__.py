@@ -175,7 +175,8 @@ def parent_run_id():
     return None
 
 
-@hydra.main(version_base=None, config_path="../conf", config_name="config")
+# An absolute config path: the `ablate` command (an entry point) finds conf/ as `python -m ablate` does.
+@hydra.main(version_base=None, config_path=str(ROOT / "conf"), config_name="config")
 def main(cfg):
     from ablate import tracking
 
