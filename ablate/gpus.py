@@ -124,3 +124,12 @@ def claim(prefer=None, gpus=None, poll_s=0.5):
                      ", ".join(g.index for g in gpus), folder)
             said = True
         time.sleep(poll_s)
+
+
+def register_resolver():
+    """`${ablate_gpus:}` in a config: how many GPUs a job may use (the launcher preset
+    conf/hydra/launcher/gpus.yaml runs that many jobs at a time)."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("ablate_gpus"):
+        OmegaConf.register_new_resolver("ablate_gpus", count, use_cache=True)
