@@ -79,7 +79,7 @@ class SweepSetup(Callback):
         failed = [name for name, r in results.items() if r.status != "built"]
         log.info("built %d variants in %.1f s%s", len(results), time.perf_counter() - tic,
                  f"; failed: {', '.join(failed)} (their jobs record build_failed)" if failed else "")
-        self.progress = Progress(config.hydra.sweep.dir, len(jobs), jobs_here=launcher == "basic")
+        self.progress = Progress(config.hydra.sweep.dir, len(jobs))
 
     def _serve_store(self, config, launcher):
         """Jobs in several processes log through one MLflow server, never into the sqlite file

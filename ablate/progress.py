@@ -6,9 +6,9 @@ Jobs may run in other processes (a parallel launcher) or on other machines (SLUR
 launching process hears of none of them until the last has ended. So each job leaves a small
 file in its own output folder (`mark`: its status and its one-line summary), and a thread of
 the launching process counts those files (`Progress`). When the jobs run in this process
-(Hydra's basic launcher) their log lines are written above the line (stdout is wrapped);
-when they run elsewhere, their console logging is left to their log files and the line
-prints each job's summary as it lands.
+(Hydra's basic launcher; joblib's with one job at a time) their log lines are written above
+the line (stdout is wrapped); when they run in other processes, their console logging is
+left to their log files and the line prints each job's summary as it lands.
 """
 import io
 import json
@@ -29,7 +29,7 @@ def mark(output_dir, status, summary=""):
     path = Path(output_dir) / MARK
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"status": str(status), "summary": summary}))
+    tmp.write_text(json.dumps({"status": str(status), "summary": summary, "pid": os.getpid()}))
     tmp.replace(path)  # whole or absent, never half written
 
 
@@ -49,10 +49,10 @@ def quiet_console_in_other_processes():
 class Progress:
     """The line for a sweep of `total` jobs whose output folders lie under `sweep_dir`."""
 
-    def __init__(self, sweep_dir, total, jobs_here=True, enabled=None, poll_s=0.5):
+    def __init__(self, sweep_dir, total, enabled=None, poll_s=0.5):
         from tqdm import tqdm
 
-        self.sweep_dir, self.total, self.jobs_here, self.poll_s = Path(sweep_dir), total, jobs_here, poll_s
+        self.sweep_dir, self.total, self.poll_s = Path(sweep_dir), total, poll_s
         self.enabled = sys.stdout.isatty() if enabled is None else enabled
         self.seen, self.counts = set(), {"ok": 0, "failed": 0}
         self.stdout = sys.stdout
@@ -83,7 +83,7 @@ class Progress:
                 continue  # being written: the next poll reads it
             self.seen.add(path)
             self.counts["ok" if job.get("status") in GOOD else "failed"] += 1
-            if not self.jobs_here and job.get("summary") and self.enabled:
+            if job.get("pid") != os.getpid() and job.get("summary") and self.enabled:  # else logged here
                 self.bar.write(job["summary"], file=self.stdout)
             new += 1
         if new:
