@@ -186,10 +186,17 @@ def ninja_manifest(edges: dict, build_dir: Path, kernel, root: Path) -> str:
 
 
 @functools.cache
+# Set by the sweep's callback to the arch `auto` resolved to, so that jobs running beside each
+# other (a parallel launcher) never probe a GPU another job is timing on.
+ARCH_ENV = "ABLATE_BUILD_ARCH"
+
+
 def resolve_arch(arch: str) -> str:
     """`auto` -> the visible GPU's sm_XY (asked of torch in a child process, so this process
     never initialises CUDA before forking workers), or sm_90 without one; else `arch`
     checked against ^sm_\\d+a?$."""
+    if arch == "auto" and os.environ.get(ARCH_ENV):
+        arch = os.environ[ARCH_ENV]  # the sweep's, resolved once by its callback
     if arch == "auto":
         probe = ("import torch\n"
                  "if torch.cuda.is_available():\n"

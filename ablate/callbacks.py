@@ -50,7 +50,7 @@ class SweepSetup(Callback):
     def on_multirun_start(self, config, **kwargs):
         from ablate import tracking
         from ablate.config import checked
-        from ablate.build import build
+        from ablate.build import ARCH_ENV, build
         from ablate.progress import Progress
         from ablate.variant import sweep_jobs, variant_from_cfg, variants_of_sweep
 
@@ -76,6 +76,7 @@ class SweepSetup(Callback):
             tracking.end_sweep(self.run_id, "FAILED", config)
             self._stop_server()
             raise
+        os.environ[ARCH_ENV] = next(iter(results.values())).arch  # the jobs' `auto`, probed once
         failed = [name for name, r in results.items() if r.status != "built"]
         log.info("built %d variants in %.1f s%s", len(results), time.perf_counter() - tic,
                  f"; failed: {', '.join(failed)} (their jobs record build_failed)" if failed else "")
@@ -138,5 +139,8 @@ class SweepSetup(Callback):
         if self.run_id is not None:
             tracking.end_sweep(self.run_id, "FINISHED", config)
         self._stop_server()
+        from ablate.build import ARCH_ENV
+
         os.environ.pop(SWEEP_RUN_ENV, None)
+        os.environ.pop(ARCH_ENV, None)
         self.run_id = None
