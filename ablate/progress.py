@@ -16,7 +16,6 @@ import logging
 import os
 import sys
 import threading
-import time
 from pathlib import Path
 
 MARK = "ablate_job.json"

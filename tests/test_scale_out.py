@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 from hydra.utils import instantiate
-from omegaconf import OmegaConf
 
-from ablate import callbacks, gpus, plugins, progress
+from ablate import callbacks, plugins, progress
 
 ROOT = Path(__file__).resolve().parents[1]
 
