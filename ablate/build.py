@@ -185,12 +185,12 @@ def ninja_manifest(edges: dict, build_dir: Path, kernel, root: Path) -> str:
     return "\n".join(lines)
 
 
-@functools.cache
 # Set by the sweep's callback to the arch `auto` resolved to, so that jobs running beside each
 # other (a parallel launcher) never probe a GPU another job is timing on.
 ARCH_ENV = "ABLATE_BUILD_ARCH"
 
 
+@functools.cache
 def resolve_arch(arch: str) -> str:
     """`auto` -> the visible GPU's sm_XY (asked of torch in a child process, so this process
     never initialises CUDA before forking workers), or sm_90 without one; else `arch`
