@@ -49,6 +49,11 @@ def command(db_uri, host="127.0.0.1", port=5000, workers=1):
             "--host", host, "--port", str(port), "--workers", str(workers)]
 
 
+# MLflow's server also runs a job queue (for its own GenAI jobs), a dozen processes that
+# ablate does not use.
+ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+
+
 def free_port(host="127.0.0.1"):
     with socket.socket() as s:
         s.bind((host, 0))
@@ -71,7 +76,7 @@ def start(db_uri, host="127.0.0.1", port=None, wait_s=120):
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         proc = subprocess.Popen(command(db_uri, host, port), stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **ENV})
     server = Server(proc, f"http://{host}:{port}", log)
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
@@ -117,7 +122,7 @@ def main(argv=None):
     print(f"MLflow server over {db}: jobs log through it with "
           f"MLFLOW_TRACKING_URI=http://{socket.getfqdn() if args.host == '0.0.0.0' else args.host}:{args.port}",
           file=sys.stderr)
-    return subprocess.call(cmd)
+    return subprocess.call(cmd, env={**os.environ, **ENV})
 
 
 def ui(argv=None):
