@@ -67,7 +67,11 @@ class SweepSetup(Callback):
         if launcher != "basic":
             self._serve_store(config, launcher)
         # The parent run first: a store that cannot be written stops the sweep right here.
-        self.run_id = tracking.start_sweep(config, config.hydra.sweep.dir)
+        try:
+            self.run_id = tracking.start_sweep(config, config.hydra.sweep.dir)
+        except BaseException:
+            self._stop_server()
+            raise
         os.environ[SWEEP_RUN_ENV] = self.run_id
         tic = time.perf_counter()
         try:

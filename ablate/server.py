@@ -22,6 +22,7 @@ Artifacts are written by the jobs themselves into the folder beside the database
     ablate ui                                        # MLflow's UI on the store
 """
 import argparse
+import atexit
 import contextlib
 import os
 import signal
@@ -78,6 +79,7 @@ def start(db_uri, host="127.0.0.1", port=None, wait_s=120):
         proc = subprocess.Popen(command(db_uri, host, port), stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **ENV})
     server = Server(proc, f"http://{host}:{port}", log)
+    atexit.register(stop, server)  # its own session outlives this process otherwise (Ctrl-C, an error)
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
