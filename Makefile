@@ -1,7 +1,7 @@
 # ablate: `make sweep` then `make rank`. Without a GPU, `make static` then `make rank`.
 # KERNEL=rmsnorm picks another kernel plugin (kernels/<name>/; default: conf/config.yaml's),
 # SHAPE=... another of its shapes (default: the kernel's own), ARGS=... any Hydra overrides.
-PYTHON ?= python
+PYTHON ?= $(shell command -v python >/dev/null 2>&1 && echo python || echo python3)
 KERNEL ?=
 SHAPE ?=
 SWEEP ?=
@@ -9,16 +9,17 @@ ARGS ?=
 STORE ?= $(or $(MLFLOW_TRACKING_URI),sqlite:///runs/mlflow.db)
 CHOICES = $(if $(KERNEL),kernel=$(KERNEL)) $(if $(SHAPE),shape=$(SHAPE))
 
-.PHONY: install test sweep profile static rank compare calibrate interactions ui new-kernel clean purge
+.PHONY: install test sweep profile static rank compare calibrate interactions ui server new-kernel clean purge
 
-install:  ## the Python dependencies (torch: see README)
-	$(PYTHON) -m pip install -r requirements.txt
+install:  ## torch (the CUDA build where there is a GPU, else the CPU one), then ablate itself and its dependencies
+	$(PYTHON) tools/install_torch.py
+	$(PYTHON) -m pip install -e '.[dev]'
 
 test:  ## the test suite; GPU tests skip without CUDA
 	$(PYTHON) -m pytest -q
 
-sweep:  ## every pathology of the kernel against its base, timed (static without a GPU)
-	$(PYTHON) -m ablate -m $(CHOICES) 'pathology=glob(*)' $(ARGS)
+sweep:  ## every pathology of the kernel against its base, timed (static without a GPU); GPUS=all: on every GPU of the host at once
+	$(PYTHON) -m ablate -m $(CHOICES) 'pathology=glob(*)' $(if $(filter all,$(GPUS)),hydra/launcher=gpus) $(ARGS)
 
 profile:  ## every pathology timed, then its counters read by Nsight Compute (ncu): make rank shows each mechanism confirmed or refuted, and the rooflines
 	$(PYTHON) -m ablate -m $(CHOICES) 'pathology=glob(*)' bench.profile=true $(ARGS)
@@ -39,6 +40,9 @@ calibrate:  ## the calibrations (conf/calibration/: effects known by constructio
 
 ui:  ## the MLflow UI on the store
 	mlflow ui --backend-store-uri '$(STORE)'
+
+server:  ## an MLflow tracking server over the store, for jobs on other machines: make server [HOST=0.0.0.0] [PORT=5000]
+	$(PYTHON) -m ablate.server --store '$(STORE)' $(if $(HOST),--host '$(HOST)') $(if $(PORT),--port '$(PORT)')
 
 new-kernel:  ## a minimal kernel plugin to start from: make new-kernel NAME=my_kernel [DIR=~/kernels]
 	@if [ -z "$(NAME)" ]; then echo "make new-kernel NAME=my_kernel [DIR=folder]: NAME is missing"; exit 1; fi

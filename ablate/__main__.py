@@ -26,10 +26,12 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
+from ablate import gpus, progress
 from ablate.callbacks import SWEEP_RUN_ENV
 from ablate.worker import result
 
 log = logging.getLogger("ablate")
+gpus.register_resolver()  # ${ablate_gpus:} in conf/hydra/launcher/gpus.yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 _said_no_gpu = False  # the fallback is said once per process, not once per job
@@ -187,7 +189,8 @@ def parent_run_id():
     return None
 
 
-@hydra.main(version_base=None, config_path="../conf", config_name="config")
+# An absolute config path: the `ablate` command (an entry point) finds conf/ as `python -m ablate` does.
+@hydra.main(version_base=None, config_path=str(ROOT / "conf"), config_name="config")
 def main(cfg):
     from ablate import tracking
 
@@ -205,21 +208,44 @@ def main(cfg):
         summary = "fingerprint holds" if not variant.is_base else "the base"
     else:
         summary = out["error"] or ""
-    log.info("%s on %s: %s %s", variant.name, HydraConfig.get().runtime.choices.get("shape"),
-             out["status"], summary)
+    line = f"{variant.name} on {HydraConfig.get().runtime.choices.get('shape')}: {out['status']} {summary}"
+    log.info("%s", line)
+    if parent_run_id():  # the sweep's progress line counts it (ablate/progress.py)
+        progress.mark(HydraConfig.get().runtime.output_dir, out["status"], line)
     return out["status"]
 
 
+# `ablate COMMAND ...`: the tools beside the app, each a module's main(argv).
+COMMANDS = {
+    "rank": ("ablate.rank", "main", "rank a sweep (--sweep ID, --kernel K; --compare A B: two sweeps)"),
+    "ui": ("ablate.server", "ui", "MLflow's UI on the store"),
+    "server": ("ablate.server", "main", "an MLflow tracking server over the store, for jobs on other machines"),
+    "new-kernel": ("ablate.new_kernel", "main", "a minimal kernel plugin to start from"),
+    "benchmark": ("ablate.benchmark", "main", "the base against the kernel's peers and the GPU's ceiling"),
+    "sanitize": ("ablate.sanitize", "main", "compute-sanitizer on every variant"),
+}
+
+
 def cli(argv=None):
-    """`python -m ablate`: the kernel of the command line shown to Hydra, then the app."""
+    """The `ablate` command and `python -m ablate`: a tool of COMMANDS when the first word
+    names one; else the kernel of the command line is shown to Hydra, then the app runs."""
     from ablate import plugins
 
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in COMMANDS:
+        module, function, _ = COMMANDS[argv[0]]
+        sys.argv = [f"ablate {argv[0]}", *argv[1:]]
+        sys.exit(getattr(__import__(module, fromlist=[function]), function)(argv[1:]))
     try:
-        plugins.choose(sys.argv[1:] if argv is None else argv)
+        plugins.choose(argv)
     except plugins.PluginError as e:
         sys.exit(f"ablate: {e}")
     main()
 
 
 if __name__ == "__main__":
-    cli()
+    # The app as the module ablate.__main__, not as __main__: a launcher that sends the jobs
+    # to other processes (conf/hydra/launcher/) pickles `main` by its module's name.
+    import importlib
+
+    importlib.import_module("ablate.__main__").cli()

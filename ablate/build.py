@@ -185,6 +185,11 @@ def ninja_manifest(edges: dict, build_dir: Path, kernel, root: Path) -> str:
     return "\n".join(lines)
 
 
+# Set by the sweep's callback to the arch `auto` resolved to, so that jobs running beside each
+# other (a parallel launcher) never probe a GPU another job is timing on.
+ARCH_ENV = "ABLATE_BUILD_ARCH"
+
+
 @functools.cache
 def gpu_arch() -> str | None:
     """The visible GPU's sm_XY, asked of torch in a child process (so this process never
@@ -202,8 +207,10 @@ def gpu_arch() -> str | None:
 
 @functools.cache
 def resolve_arch(arch: str) -> str:
-    """`auto` -> the visible GPU's sm_XY, or sm_90 without one; else `arch` checked against
-    ^sm_\\d+a?$."""
+    """`auto` -> the visible GPU's sm_XY (gpu_arch), or sm_90 without one; else `arch`
+    checked against ^sm_\\d+a?$."""
+    if arch == "auto" and os.environ.get(ARCH_ENV):
+        arch = os.environ[ARCH_ENV]  # the sweep's, resolved once by its callback
     if arch == "auto":
         return gpu_arch() or DEFAULT_ARCH
     if not ARCH_RE.match(arch):
@@ -278,27 +285,8 @@ def _kernel_sources(kernel) -> list[Path]:
         raise BuildError(f"the kernel's folder {folder} is not a directory")
     files = {source} | {p for d in (folder, INCLUDE) for p in d.rglob("*")
                         if p.is_file() and p.suffix in HEADER_SUFFIXES}
-    return sorted(_with_quoted_includes(files, (folder, INCLUDE)))
+    return sorted(files)
 
-
-_QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
-
-
-def _with_quoted_includes(files: set[Path], roots) -> set[Path]:
-    """`files` plus every file they #include "..." from outside the kernel's folder (a
-    sibling kernel's header, say), followed to the end, so that the hash sees them too."""
-    todo, seen = list(files), set(files)
-    while todo:
-        path = todo.pop()
-        for name in _QUOTED_INCLUDE.findall(path.read_text(errors="replace")):
-            for base in (path.parent, *roots):
-                found = (base / name).resolve()
-                if found.is_file():
-                    if found not in seen:
-                        seen.add(found)
-                        todo.append(found)
-                    break
-    return seen
 
 
 def _shown(path, root: Path) -> str:

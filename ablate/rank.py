@@ -233,6 +233,7 @@ def load_jobs(experiment_id, sweep):
         "stop": col("params.stop_reason"),
         "counters": col("params.counters"),           # the counter rules that applied (profile.py)
         "counters_verdict": col("params.counters_verdict"),
+        "gpu": col("params.gpu"),
         "error": col("tags.error"),
         "start_time": runs.get("start_time"),
     })
@@ -259,7 +260,18 @@ def header(sweep, jobs, uri=None, lead="Sweep"):
     kernel = f"kernel {kernel}, " if isinstance(kernel, str) else ""
     return (f"{lead} {sweep.get('tags.sweep_id')} "
             f"({kernel}mode {sweep.get('tags.mode')}, commit {sweep.get('tags.git_commit')}, "
-            f"{sweep['status'].lower()}; jobs: {counts})" + (f"\nstore: {uri}" if uri else ""))
+            f"{sweep['status'].lower()}; jobs: {counts})" + (f"\nstore: {uri}" if uri else "")
+            + mixed_gpus(jobs))
+
+
+def mixed_gpus(jobs):
+    """A warning line when the sweep's jobs ran on more than one GPU model (a launcher spread
+    them over unlike GPUs): their slowdowns are not one GPU's ranking."""
+    models = jobs["gpu"].dropna().value_counts() if "gpu" in jobs else pd.Series(dtype=int)
+    if len(models) < 2:
+        return ""
+    return ("\nWARNING: this sweep mixes GPU models (" + ", ".join(f"{n} jobs on {m}" for m, n in models.items())
+            + "): rank each model's jobs apart before comparing their slowdowns")
 
 
 def ranking(jobs):

@@ -22,6 +22,9 @@ from omegaconf import OmegaConf
 from ablate.variant import BASE, VariantError, variant_from_cfg
 
 log = logging.getLogger(__name__)
+# MLflow's client prints a "View run ... at" line per run when the store is a server: one per
+# job, between ablate's own lines (the UI: ablate ui).
+os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_URI = "sqlite:///runs/mlflow.db"

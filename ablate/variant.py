@@ -175,13 +175,11 @@ def _check_header(name: str, header, kernel_dir: Path) -> str | None:
     return str(resolved)
 
 
-def variants_of_sweep(config, kernel_dir) -> list[Variant]:
-    """The distinct variants the jobs of a multirun will build, in job order.
+def sweep_jobs(config) -> list[list[str]]:
+    """Each job's overrides, as Hydra's basic sweeper will expand the multirun's (its params
+    plus the command line's task overrides, `glob(*)` and choice sweeps included).
 
-    `config` is what `Callback.on_multirun_start(config)` receives. The sweep is expanded
-    the way Hydra's basic sweeper does it (its params plus the command line's task
-    overrides, `glob(*)` and choice sweeps included), and each job's config is composed with
-    Hydra's own loader, so the variants are exactly what the jobs will see."""
+    `config` is what `Callback.on_multirun_start(config)` receives."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -199,12 +197,21 @@ def variants_of_sweep(config, kernel_dir) -> list[Variant]:
     params = [f"{key}={value}" for key, value in (sweeper.get("params") or {}).items()]
     arguments = params + list(config.hydra.overrides.task)
     overrides = OverridesParser.create(config_loader=loader).parse_overrides(arguments)
-    jobs = list(itertools.chain.from_iterable(BasicSweeper.split_arguments(overrides, None)))
+    jobs = [list(job) for job in itertools.chain.from_iterable(BasicSweeper.split_arguments(overrides, None))]
     if hasattr(cls, "jobs_of"):  # a sweeper that designs its jobs from the basic ones (interactions)
-        jobs = cls.jobs_of(config, loader, jobs)
+        jobs = [list(job) for job in cls.jobs_of(config, loader, jobs)]
+    return jobs
 
+
+def variants_of_sweep(config, kernel_dir, jobs=None) -> list[Variant]:
+    """The distinct variants the jobs of a multirun will build, in job order: each job's
+    config (`jobs`: sweep_jobs' list) is composed with Hydra's own loader, so the variants
+    are exactly what the jobs will see."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    loader = GlobalHydra.instance().config_loader()
     variants: dict[str, Variant] = {}
-    for job in jobs:
+    for job in sweep_jobs(config) if jobs is None else jobs:
         job_cfg = loader.load_sweep_config(master_config=config, sweep_overrides=list(job))
         variant = variant_from_cfg(job_cfg.pathology, kernel_dir)
         variants.setdefault(variant.name, variant)

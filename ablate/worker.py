@@ -79,13 +79,15 @@ class Worker:
     def __init__(self, handler=None):
         self.command = [sys.executable, "-m", "ablate.worker", "--serve", *([handler] if handler else [])]
         self.proc = self.log = None
+        self.gpu = None  # the gpus.Gpu the child is pinned to (None: whatever this process sees)
 
     def _start(self):
         # One anonymous file takes all the child's output; each job reads its own slice.
         self.log = tempfile.TemporaryFile()
+        env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": self.gpu.pin} if self.gpu else {})}
         # Own session: on timeout the whole group is killed, whatever it started.
         self.proc = subprocess.Popen(self.command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.log, start_new_session=True)
+                                     stderr=self.log, start_new_session=True, env=env)
 
     def stop(self, grace=0.0):
         """End the child: EOF on its stdin, `grace` seconds to exit, then its group is killed.
@@ -133,16 +135,30 @@ class Worker:
         return out
 
 
-_worker = None  # the child of this process's jobs (Hydra's basic launcher runs a sweep in one process)
+_worker = None  # the child of this process's jobs (Hydra's basic launcher runs a sweep in one process;
+                # a parallel launcher runs several such processes, each with its child)
 
 
 def run_worker(spec, timeout_s):
-    """Run the GPU half of a job in this process's child, started on first use."""
+    """Run the GPU half of a job in this process's child, started on first use, on a GPU that
+    this job holds alone while it runs (gpus.claim: the child's own GPU when it is free; on
+    another, the child is replaced by one pinned to it)."""
+    from ablate import gpus
+
     global _worker
     if _worker is None:
         _worker = Worker()
         atexit.register(stop_worker)
-    return _worker.run(spec, timeout_s)
+    with gpus.claim(prefer=_worker.gpu) as gpu:
+        if gpu != _worker.gpu:
+            _worker.stop(grace=10)
+            _worker.gpu = gpu
+        out = _worker.run(spec, timeout_s)
+    if gpu is not None:  # the child's own reading of the UUID stands; nvidia-smi's where it has none
+        out["params"]["gpu_index"] = gpu.index
+        if gpu.uuid and out["params"].get("gpu_uuid", "unknown") == "unknown":
+            out["params"]["gpu_uuid"] = gpu.uuid
+    return out
 
 
 def stop_worker():
@@ -171,7 +187,8 @@ def _state_record(when, state):
     if not state.get("available"):
         return {}, {f"gpu_state_{when}": f"unavailable: {state.get('error')}"}
     metrics = {f"{key}_{when}": state[key] for key in
-               ("sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w") if state.get(key) is not None}
+               ("sm_clock_mhz", "sm_clock_max_mhz", "mem_clock_mhz", "temperature_c", "power_w")
+               if state.get(key) is not None}
     reasons = state.get("throttle_reasons")
     params = {f"throttle_{when}": "unknown" if reasons is None else ",".join(reasons) or "none"}
     return metrics, params
@@ -257,7 +274,7 @@ def gpu_job(spec):
     uuid = str(getattr(props, "uuid", "") or "") or None
     before = gpu_state.read(uuid, device.index)
     base, variant = (_kernel(spec["kernel_dir"], spec[k]) for k in ("base_so", "variant_so"))
-    params = {"gpu": props.name, "torch": torch.__version__, "cuda": torch.version.cuda,
+    params = {"gpu": props.name, "gpu_uuid": _uuid_text(uuid), "torch": torch.__version__, "cuda": torch.version.cuda,
               "driver": before.get("driver", "unavailable"), "bound": kspec.BOUND}
     artifacts = {}
 
@@ -309,6 +326,13 @@ def gpu_job(spec):
                                                            for r in reps]})
     artifacts["gpu_state.json"] = json.dumps({"before": before, "after": after}, indent=1)
     return result("ok", params, metrics, artifacts)
+
+
+def _uuid_text(uuid):
+    """torch's device UUID as nvidia-smi writes it (GPU-xxxxxxxx-...)."""
+    if not uuid:
+        return "unknown"
+    return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
 
 
 def checked_gpu_job(spec):

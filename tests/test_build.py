@@ -318,17 +318,3 @@ def test_a_kernel_is_unavailable_on_another_chip(monkeypatch, gpu, why):
     got = build_module.unavailable(_kernel_needing("sm_90a"))
     assert (got is None) if why is None else re.search(why, got)
 
-
-def test_a_header_included_from_outside_the_kernels_folder_is_hashed(tmp_path):
-    # A kernel may include a sibling kernel's header ("../other/x.cuh"): editing it must give
-    # the variant another hash, so the hash follows quoted includes out of the folder.
-    from ablate.build import _with_quoted_includes
-    (tmp_path / "other").mkdir()
-    (tmp_path / "mine").mkdir()
-    shared = tmp_path / "other" / "shared.cuh"
-    deeper = tmp_path / "other" / "deeper.cuh"
-    shared.write_text('#pragma once\n#include "deeper.cuh"\n')
-    deeper.write_text("#pragma once\n")
-    source = tmp_path / "mine" / "k.cu"
-    source.write_text('#include <cuda_runtime.h>\n  #  include "../other/shared.cuh"\n#include "missing.cuh"\n')
-    assert _with_quoted_includes({source}, (tmp_path / "mine",)) == {source, shared.resolve(), deeper.resolve()}

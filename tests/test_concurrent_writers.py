@@ -1,0 +1,90 @@
+"""Eight jobs logging at the same moment, as a parallel launcher's jobs do: through an MLflow
+server over the sqlite store (ablate/server.py) every run is found in that store, with its
+result; and straight into the sqlite file, a write that loses the race for its lock is still
+kept (a run, or its result in unlogged/), never lost."""
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+from ablate import server
+
+ROOT = Path(__file__).resolve().parents[1]
+WRITERS = 8
+
+# One job's log_job, started at the same instant as the others (`start` is a wall-clock time).
+WRITER = """
+import sys, time
+from omegaconf import OmegaConf
+from ablate import tracking
+i, start = int(sys.argv[1]), float(sys.argv[2])
+cfg = OmegaConf.create({"mode": "gpu", "kernel": {"name": "attention", "experiment": "concurrent"},
+                        "build": {"arch": "sm_90"},
+                        "shape": {"name": "s512", "batch": 4, "heads": 8, "seq": 512, "head_dim": 64, "causal": False},
+                        "pathology": {"none": {"header": None, "macros": {}}}})
+result = {"status": "ok", "params": {"writer": i, "gpu_index": i % 2},
+          "metrics": {"slowdown": 1.0 + i / 100, "slowdown_lo": 0.99, "slowdown_hi": 1.2, "base_us": 14.0},
+          "artifacts": {"samples.json": "[" + ",".join(["14.0"] * 2000) + "]"}, "error": None}
+time.sleep(max(0.0, start - time.time()))
+print(tracking.log_job(cfg, result, None))
+"""
+
+
+def write_all(uri, tmp_path):
+    """Eight writer processes, all logging at once to `uri`; their outputs."""
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONPATH": str(ROOT)}
+    start = time.time() + 15  # every process imported mlflow by then, on a slow machine too
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(i), str(start)], cwd=tmp_path, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for i in range(WRITERS)]
+    return [p.communicate(timeout=300)[0] for p in procs], procs
+
+
+def logged_writers(db_uri):
+    client = MlflowClient(db_uri)
+    exp = client.get_experiment_by_name("concurrent")
+    runs = client.search_runs([exp.experiment_id]) if exp else []
+    return client, {int(r.data.params["writer"]): r for r in runs}
+
+
+def test_eight_writers_through_a_server_all_land(tmp_path):
+    db_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    srv = server.start(db_uri)
+    try:
+        outputs, procs = write_all(srv.url, tmp_path)
+    finally:
+        server.stop(srv)
+    assert all(p.returncode == 0 for p in procs), "\n".join(outputs)
+    assert srv.proc.poll() is not None, "the server outlived stop()"
+    client, runs = logged_writers(db_uri)  # read back from the file itself, with no server
+    assert sorted(runs) == list(range(WRITERS)), "\n".join(outputs)
+    for i, run in runs.items():
+        assert run.info.status == "FINISHED" and "log_errors" not in run.data.tags, run.data.tags
+        assert run.data.metrics["slowdown"] == pytest.approx(1.0 + i / 100)
+        kept = json.loads(open(client.download_artifacts(run.info.run_id, "result.json", str(tmp_path))).read())
+        assert kept["params"]["writer"] == i
+    # Artifacts lie beside the database, as with the embedded store.
+    assert (tmp_path / "mlartifacts").is_dir()
+    assert not (tmp_path / "unlogged").exists()
+
+
+def test_eight_writers_on_the_sqlite_file_lose_nothing(tmp_path):
+    """Without a server some writers may lose the race for the file's lock; the fallback keeps
+    their results in unlogged/ beside the store: every writer is somewhere."""
+    db_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    MlflowClient(db_uri).search_experiments()  # the schema made once, as a sweep's parent run does
+    outputs, procs = write_all(db_uri, tmp_path)
+    _, runs = logged_writers(db_uri)
+    kept = {json.loads(p.read_text())["result"]["params"]["writer"]
+            for p in (tmp_path / "unlogged").glob("*.json")} if (tmp_path / "unlogged").exists() else set()
+    assert set(runs) | kept == set(range(WRITERS)), "\n".join(outputs)
+
+
+def test_server_refuses_a_store_that_is_not_sqlite():
+    with pytest.raises(ValueError, match="not a sqlite file"):
+        server.command("http://mlflow.example:5000")

@@ -1,0 +1,101 @@
+"""GPU pinning on the CPU, with a fake nvidia-smi listing two GPUs: jobs that run at once get
+distinct GPUs (a lock file per GPU), a job waits while every GPU is taken, CUDA_VISIBLE_DEVICES
+narrows the choice (a SLURM allocation), and the GPU child is started pinned to its GPU."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ablate import gpus, worker
+from ablate.worker import Worker, result
+
+ROOT = Path(__file__).resolve().parents[1]
+LISTING = ("0, GPU-aaaaaaaa-0000-0000-0000-000000000000, NVIDIA H200\n"
+           "1, GPU-bbbbbbbb-0000-0000-0000-000000000000, NVIDIA H200\n")
+
+
+@pytest.fixture
+def two_gpus(tmp_path, monkeypatch):
+    """nvidia-smi lists two GPUs; the locks live in tmp_path; nothing narrows the choice."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\ncat <<'EOF'\n" + LISTING + "EOF\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv(gpus.LOCK_DIR_ENV, str(tmp_path / "locks"))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return tmp_path
+
+
+def test_listing_and_cuda_visible_devices(two_gpus, monkeypatch):
+    assert [g.index for g in gpus.visible()] == ["0", "1"]
+    assert gpus.visible()[1].uuid.startswith("GPU-bbbb") and gpus.count() == 2
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert [g.uuid for g in gpus.visible()] == ["GPU-bbbbbbbb-0000-0000-0000-000000000000"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-aaaaaaaa")  # a UUID's prefix, as CUDA takes it
+    assert [g.index for g in gpus.visible()] == ["0"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert gpus.visible() == [] and gpus.count() == 1
+
+
+def test_claims_at_once_get_distinct_gpus(two_gpus):
+    with gpus.claim() as first, gpus.claim() as second:
+        assert {first.index, second.index} == {"0", "1"}
+    with gpus.claim(prefer=second) as again:  # free again, and the preferred one comes first
+        assert again == second
+
+
+HOLDER = """
+import json, sys, time
+from ablate import gpus
+with gpus.claim(poll_s=0.05) as gpu:
+    t0 = time.time(); time.sleep(float(sys.argv[1])); t1 = time.time()
+print(json.dumps({"gpu": gpu.index, "start": t0, "end": t1}))
+"""
+
+
+def test_processes_share_the_gpus_without_overlap(two_gpus):
+    """Four jobs in four processes on two GPUs: two at a time, never two on one GPU."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-c", HOLDER, "1.5"], env=env, stdout=subprocess.PIPE, text=True)
+             for _ in range(4)]
+    held = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+    assert {h["gpu"] for h in held} == {"0", "1"}
+    for gpu in ("0", "1"):
+        spans = sorted((h["start"], h["end"]) for h in held if h["gpu"] == gpu)
+        assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:])), spans
+
+
+def test_no_gpu_known_means_no_pin(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi at all
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with gpus.claim() as gpu:
+        assert gpu is None
+
+
+def report_env(spec):
+    """The GPU child's stand-in: what it was pinned to."""
+    return result("ok", params={"pinned": os.environ.get("CUDA_VISIBLE_DEVICES", "unset")})
+
+
+def test_the_child_is_pinned_to_the_claimed_gpu(two_gpus, monkeypatch):
+    monkeypatch.setattr(worker, "_worker", Worker("tests.test_gpus:report_env"))
+    try:
+        with gpus.claim() as taken:  # another job holds GPU 0 ...
+            assert taken.index == "0"
+            out = worker.run_worker({}, 60)  # ... so this one times on GPU 1
+        assert out["params"]["pinned"] == "GPU-bbbbbbbb-0000-0000-0000-000000000000"
+        assert out["params"]["gpu_index"] == "1" and out["params"]["gpu_uuid"].startswith("GPU-bbbb")
+        first_pid = out["params"]["worker_pid"]
+        again = worker.run_worker({}, 60)  # GPU 1 is free again: the same child serves
+        assert again["params"]["worker_pid"] == first_pid and again["params"]["gpu_index"] == "1"
+        with gpus.claim(gpus=[gpus.visible()[1]]):  # GPU 1 taken now: a child pinned to GPU 0
+            moved = worker.run_worker({}, 60)
+        assert moved["params"]["gpu_index"] == "0" and moved["params"]["worker_pid"] != first_pid
+        assert moved["params"]["pinned"].startswith("GPU-aaaa")
+    finally:
+        worker._worker.stop()

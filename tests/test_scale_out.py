@@ -1,0 +1,135 @@
+"""Scale-out on the CPU: the launcher presets compose (gpus: joblib, as many jobs at a time as
+GPUs; slurm: submitit, one GPU per job), the SLURM preset renders a submission script through
+submitit's own code (no cluster), a sweep on SLURM with the sqlite store is refused with a
+message, the progress line counts what the jobs leave, and `ablate rank` warns when a sweep
+mixes GPU models."""
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra.utils import instantiate
+
+from ablate import callbacks, plugins, progress
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def two_gpus(tmp_path, monkeypatch):
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text("#!/bin/sh\ncat <<'EOF'\n0, GPU-aaaa, NVIDIA H200\n1, GPU-bbbb, NVIDIA H200\nEOF\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+def launcher_cfg(preset, tmp_path, *overrides):
+    cfg = plugins.compose(overrides=[f"hydra/launcher={preset}", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                                     *overrides], return_hydra_config=True)
+    return cfg
+
+
+def test_the_gpus_preset_runs_one_job_per_gpu(two_gpus, tmp_path):
+    cfg = launcher_cfg("gpus", tmp_path)
+    launcher = cfg.hydra.launcher
+    assert launcher._target_ == "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
+    assert launcher.n_jobs == 2 and launcher.backend == "loky" and launcher.prefer == "processes"
+    assert callbacks.launcher_of(cfg) == "local"
+    assert callbacks.launcher_of(plugins.compose(return_hydra_config=True)) == "basic"
+
+
+def test_the_slurm_preset_renders_one_gpu_per_job(tmp_path, monkeypatch):
+    """The submitit launcher's own launch(), up to the submission: the script sbatch would get."""
+    import submitit
+
+    cfg = launcher_cfg("slurm", tmp_path, "hydra.launcher.partition=gpu")
+    assert callbacks.launcher_of(cfg) == "slurm"
+    srun = tmp_path / "bin" / "srun"  # submitit looks for it before it agrees to render anything
+    srun.parent.mkdir()
+    srun.write_text("#!/bin/sh\nexit 1\n")
+    srun.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{srun.parent}{os.pathsep}{os.environ['PATH']}")
+    launcher = instantiate(cfg.hydra.launcher)
+    launcher.setup(hydra_context=None, task_function=None, config=cfg)
+    executors = []
+    monkeypatch.setattr(submitit.AutoExecutor, "map_array",
+                        lambda self, fn, *args: executors.append(self) or [])
+    launcher.launch([["pathology=none"], ["pathology=no_swizzle"]], initial_job_idx=0)
+    (executor,) = executors
+    script = executor._executor._make_submission_file_text("python -m submitit.core._submit", "uid")
+    lines = set(script.splitlines())
+    assert {"#SBATCH --gpus-per-node=1", "#SBATCH --ntasks-per-node=1", "#SBATCH --nodes=1",
+            "#SBATCH --partition=gpu", "#SBATCH --cpus-per-task=8"} <= lines, script
+    assert any(line.startswith("#SBATCH --output=") and str(tmp_path / "sweep") in line for line in lines)
+
+
+def test_slurm_jobs_cannot_share_the_sqlite_store(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    cfg = launcher_cfg("slurm", tmp_path)
+    with pytest.raises(SystemExit, match="MLFLOW_TRACKING_URI at a tracking server"):
+        callbacks.SweepSetup()._serve_store(cfg, "slurm")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow.cluster:5000")  # a server: used as is
+    setup = callbacks.SweepSetup()
+    setup._serve_store(cfg, "slurm")
+    assert setup.server is None and os.environ["MLFLOW_TRACKING_URI"] == "http://mlflow.cluster:5000"
+
+
+def test_the_callback_travels_to_workers_without_the_launchers_state(tmp_path):
+    setup = callbacks.SweepSetup()
+    setup.progress = progress.Progress(tmp_path, 3, enabled=False)
+    setup.run_id = "abc"
+    copy = pickle.loads(pickle.dumps(setup))
+    assert copy.progress is None and copy.server is None and copy.run_id is None
+    setup.progress.close()
+
+
+def test_the_progress_line_counts_the_jobs_marks(tmp_path, capsys):
+    line = progress.Progress(tmp_path, 3, enabled=True, poll_s=3600)
+    progress.mark(tmp_path / "0", "ok", "none on s512: ok slowdown 1.000")  # a job of this process: logged here
+    subprocess.run([sys.executable, "-c", "import sys; from ablate import progress; "  # a job elsewhere
+                    "progress.mark(sys.argv[1], 'crashed', 'uncoalesced on s512: crashed CUDA error')",
+                    str(tmp_path / "1")], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert line.poll() == 2 and line.poll() == 0
+    progress.mark(tmp_path / "2", "static", "no_swizzle on s512: static fingerprint holds")
+    assert line.close() == {"ok": 2, "failed": 1}
+    out = capsys.readouterr().out
+    assert "uncoalesced on s512: crashed CUDA error" in out  # the other process's summary above the line
+    assert "none on s512" not in out
+    assert "sweep: 3/3 jobs, ok 2, failed 1" in out and "elapsed" in out
+    assert os.environ.get(progress.QUIET_ENV) is None
+
+
+def test_no_line_when_stdout_is_not_a_terminal(tmp_path, capsys):
+    line = progress.Progress(tmp_path, 1)  # capsys' stdout is no terminal
+    progress.mark(tmp_path / "0", "ok", "summary")
+    assert line.close() == {"ok": 1, "failed": 0}
+    assert capsys.readouterr().out == ""
+
+
+def test_rank_warns_when_a_sweep_mixes_gpu_models():
+    import pandas as pd
+
+    from ablate import rank
+
+    jobs = pd.DataFrame({"gpu": ["NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA H200", None]})
+    warning = rank.mixed_gpus(jobs)
+    assert "mixes GPU models" in warning and "2 jobs on NVIDIA H200" in warning
+    assert rank.mixed_gpus(jobs[jobs["gpu"] != "NVIDIA H100 80GB HBM3"]) == ""
+
+
+def test_ablate_help_works_from_any_directory(tmp_path):
+    """The installed command (or python -m ablate where the package is not installed)."""
+    import shutil
+
+    command = [shutil.which("ablate")] if shutil.which("ablate") else [sys.executable, "-m", "ablate"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([*command, "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "ablate rank" in out.stdout and "hydra/launcher=gpus" in out.stdout and "pathology:" in out.stdout
+    ranked = subprocess.run([*command, "rank", "--help"], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert ranked.returncode == 0 and "--compare" in ranked.stdout
