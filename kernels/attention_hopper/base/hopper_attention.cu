@@ -30,6 +30,9 @@
 #ifndef ABLATE_SEAM_MMA          // the GEMMs' instructions
 #define ABLATE_SEAM_MMA Wgmma
 #endif
+#ifndef ABLATE_SEAM_ROLES        // which warpgroups load and which compute
+#define ABLATE_SEAM_ROLES WarpSpecialized
+#endif
 #ifndef ABLATE_SEAM_REGISTERS    // registers per warpgroup role
 #define ABLATE_SEAM_REGISTERS Rebalanced
 #endif
@@ -53,6 +56,7 @@ struct Swizzle128 { static constexpr bool kSwizzle = true; };
 
 using Loader = ABLATE_SEAM_LOADER;
 using Mma = ABLATE_SEAM_MMA;
+using Roles = ABLATE_SEAM_ROLES;
 using Registers = ABLATE_SEAM_REGISTERS;
 using Turns = ABLATE_SEAM_TURNS;
 using MainLoop = ABLATE_SEAM_MAINLOOP;
@@ -78,13 +82,15 @@ struct Consumer {
   const Params& p;
   const Sh& sh;
   const int wg, tid, row0;         // warpgroup 0 or 1; thread in it; its first query row
+  const int bh, n_tiles;           // its (batch, head); its key tiles
   float s[T::kBlockN / 2];         // scores of the newest key tile, then its probabilities
   uint32_t pf[T::kBlockN / 4];     // those probabilities as FP16 A fragments
   float o[T::kHeadDim / 2];        // the output accumulator
   OnlineSoftmax stats;
 
-  __device__ Consumer(const Params& p_, const Sh& sh_, int wg_, int tid_, int block_row0)
-      : p(p_), sh(sh_), wg(wg_), tid(tid_), row0(block_row0 + 64 * wg_) {
+  __device__ Consumer(const Params& p_, const Sh& sh_, int wg_, int tid_, int block_row0, int bh_,
+                      int n_tiles_)
+      : p(p_), sh(sh_), wg(wg_), tid(tid_), row0(block_row0 + 64 * wg_), bh(bh_), n_tiles(n_tiles_) {
 #pragma unroll
     for (int i = 0; i < T::kHeadDim / 2; ++i) o[i] = 0.f;
     Turns::start(wg);
@@ -110,8 +116,15 @@ struct Consumer {
     fence_registers(s);
     fence_registers(o);
   }
-  __device__ __forceinline__ void release_k(int j) { mbar_arrive(sh.k_empty(stage(j))); }
-  __device__ __forceinline__ void release_v(int j) { mbar_arrive(sh.v_empty(stage(j))); }
+  // A stage released, roles without a producer refill it with tile j + kStages.
+  __device__ __forceinline__ void release_k(int j) {
+    mbar_arrive(sh.k_empty(stage(j)));
+    Roles::template refill_k<T, Loader>(p, sh, j + Sh::kStages, n_tiles, bh, wg, tid);
+  }
+  __device__ __forceinline__ void release_v(int j) {
+    mbar_arrive(sh.v_empty(stage(j)));
+    Roles::template refill_v<T, Loader>(p, sh, j + Sh::kStages, n_tiles, bh, wg, tid);
+  }
 
   __device__ __forceinline__ void softmax(int j) {
     const int col0 = j * T::kBlockN;
@@ -128,7 +141,7 @@ struct Consumer {
 
   // O / l in FP16 into this warpgroup's half of the Q tile (swizzled as TMA reads it), then
   // one thread has the copy engine store it; rows past the sequence end are dropped.
-  __device__ __forceinline__ void store(int bh) {
+  __device__ __forceinline__ void store() {
     stats.finish(o);
     uint8_t* out = sh.q() + wg * 64 * 128;
     const int lane = tid & 31;
@@ -150,7 +163,7 @@ struct Consumer {
 };
 
 template <class T, bool kCausal>
-__global__ void __launch_bounds__(T::kThreads, 1) hopper_attention_kernel(const __grid_constant__ Params p) {
+__global__ void __launch_bounds__(Roles::template threads<T>(), 1) hopper_attention_kernel(const __grid_constant__ Params p) {
   extern __shared__ uint8_t smem_raw[];
   const Shared<T, Plan<T>> sh{reinterpret_cast<uint8_t*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023))};
@@ -175,14 +188,15 @@ __global__ void __launch_bounds__(T::kThreads, 1) hopper_attention_kernel(const 
   }
   __syncthreads();
 
-  if (wg == 0) {
+  if (Roles::producer(wg)) {
     Registers::producer();
     Loader::template run<T>(p, sh, row0, bh, n_tiles, tid);
   } else {
-    Registers::consumer();
-    Consumer<T, kCausal> c(p, sh, wg - 1, tid, row0);
+    Roles::template consumer_registers<Registers>();
+    Roles::template prefetch<T, Loader>(p, sh, row0, bh, n_tiles, wg - Roles::kProducers, tid);
+    Consumer<T, kCausal> c(p, sh, wg - Roles::kProducers, tid, row0, bh, n_tiles);
     MainLoop::run(c, n_tiles);
-    c.store(bh);
+    c.store();
   }
 }
 
@@ -194,7 +208,7 @@ static cudaError_t launch(const Params& p, int bh, cudaStream_t stream) {
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Plan<T>::kBytes);
   if (opt_in != cudaSuccess) return opt_in;
   const int m_tiles = (p.seq_len + T::kBlockM - 1) / T::kBlockM;
-  kernel<<<dim3(m_tiles, bh), T::kThreads, Plan<T>::kBytes, stream>>>(p);
+  kernel<<<dim3(m_tiles, bh), Roles::template threads<T>(), Plan<T>::kBytes, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -229,8 +243,8 @@ static std::string config_json() {
   using T = HopperTile<D>;
   return "{\"name\": \"d" + std::to_string(D) + "\", \"head_dim\": " + std::to_string(D) +
          ", \"block_m\": " + std::to_string(T::kBlockM) + ", \"block_n\": " +
-         std::to_string(T::kBlockN) + ", \"warps\": " + std::to_string(T::kThreads / 32) +
-         ", \"threads\": " + std::to_string(T::kThreads) + ", \"stages\": " +
+         std::to_string(T::kBlockN) + ", \"warps\": " + std::to_string(Roles::template threads<T>() / 32) +
+         ", \"threads\": " + std::to_string(Roles::template threads<T>()) + ", \"stages\": " +
          std::to_string(Plan<T>::kStages) + ", \"smem_bytes\": " + std::to_string(Plan<T>::kBytes) + "}";
 }
 
@@ -238,7 +252,7 @@ extern "C" const char* ablate_variant_info(void) {
   static const std::string info =
       "{\"pathologies\": " + ablate::names_json(ABLATE_XSTR(ABLATE_PATHOLOGIES)) +
       ", \"seams\": {\"loader\": \"" ABLATE_XSTR(ABLATE_SEAM_LOADER) "\", \"mma\": \"" ABLATE_XSTR(
-          ABLATE_SEAM_MMA) "\", \"registers\": \"" ABLATE_XSTR(ABLATE_SEAM_REGISTERS)
+          ABLATE_SEAM_MMA) "\", \"roles\": \"" ABLATE_XSTR(ABLATE_SEAM_ROLES) "\", \"registers\": \"" ABLATE_XSTR(ABLATE_SEAM_REGISTERS)
       "\", \"turns\": \"" ABLATE_XSTR(ABLATE_SEAM_TURNS) "\", \"mainloop\": \"" ABLATE_XSTR(
           ABLATE_SEAM_MAINLOOP) "\", \"pipeline\": \"" ABLATE_XSTR(ABLATE_SEAM_PIPELINE)
       "\", \"swizzle\": \"" ABLATE_XSTR(ABLATE_SEAM_SWIZZLE) "\"}, \"configs\": [" +

@@ -30,4 +30,36 @@ struct TmaLoader {
         tma_load(sh.v(st) + c * T::kKVPanel, &p.tm_v, sh.v_full(st), 64 * c, j * T::kBlockN, bh);
     }
   }
+
+  // The same copies one at a time, for roles without a producer: thread `tid` of the
+  // warpgroup that loads calls load_q once, then load_k and load_v for each tile j, which wait
+  // until tile j - kStages has left the stage.
+  template <class T, class Sh, class P>
+  __device__ __forceinline__ static void load_q(const P& p, const Sh& sh, int row0, int bh, int tid) {
+    if (tid != 0) return;
+    mbar_expect_bytes(sh.q_full(), T::kQBytes);
+#pragma unroll
+    for (int c = 0; c < T::kPanels; ++c)
+      tma_load(sh.q() + c * T::kQPanel, &p.tm_q, sh.q_full(), 64 * c, row0, bh);
+  }
+  template <class T, class Sh, class P>
+  __device__ __forceinline__ static void load_k(const P& p, const Sh& sh, int j, int bh, int tid) {
+    if (tid != 0) return;
+    const int st = j % Sh::kStages;
+    mbar_wait(sh.k_empty(st), ((j / Sh::kStages) & 1) ^ 1);
+    mbar_expect_bytes(sh.k_full(st), T::kKVBytes);
+#pragma unroll
+    for (int c = 0; c < T::kPanels; ++c)
+      tma_load(sh.k(st) + c * T::kKVPanel, &p.tm_k, sh.k_full(st), 64 * c, j * T::kBlockN, bh);
+  }
+  template <class T, class Sh, class P>
+  __device__ __forceinline__ static void load_v(const P& p, const Sh& sh, int j, int bh, int tid) {
+    if (tid != 0) return;
+    const int st = j % Sh::kStages;
+    mbar_wait(sh.v_empty(st), ((j / Sh::kStages) & 1) ^ 1);
+    mbar_expect_bytes(sh.v_full(st), T::kKVBytes);
+#pragma unroll
+    for (int c = 0; c < T::kPanels; ++c)
+      tma_load(sh.v(st) + c * T::kKVPanel, &p.tm_v, sh.v_full(st), 64 * c, j * T::kBlockN, bh);
+  }
 };

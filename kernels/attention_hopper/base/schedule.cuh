@@ -3,6 +3,23 @@
 #pragma once
 #include "base/tma.cuh"
 
+// Warp specialization: warpgroup 0 is the producer (the loader's copies, the producer's
+// registers), warpgroups 1.. are the consumers, which never load. The hooks a role without
+// a producer fills in (prefetch, refill) do nothing here.
+struct WarpSpecialized {
+  static constexpr int kProducers = 1;  // warpgroups ahead of the consumers
+  template <class T> static constexpr int threads() { return 128 * (kProducers + T::kConsumers); }
+  __device__ __forceinline__ static bool producer(int wg) { return wg < kProducers; }
+  template <class Registers>
+  __device__ __forceinline__ static void consumer_registers() { Registers::consumer(); }
+  template <class T, class Loader, class Sh, class P>
+  __device__ __forceinline__ static void prefetch(const P&, const Sh&, int, int, int, int, int) {}
+  template <class T, class Loader, class Sh, class P>
+  __device__ __forceinline__ static void refill_k(const P&, const Sh&, int, int, int, int, int) {}
+  template <class T, class Loader, class Sh, class P>
+  __device__ __forceinline__ static void refill_v(const P&, const Sh&, int, int, int, int, int) {}
+};
+
 // Warp specialization with registers moved to where the math is: the producer warpgroup
 // (which only issues copies) drops to 24 registers a thread, the consumers rise to 240
 // (128 x 24 + 256 x 240 = 64512 of the SM's 65536).

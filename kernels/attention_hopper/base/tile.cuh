@@ -1,5 +1,5 @@
 // The block's work and its shared memory: 128 query rows of one (batch, head), keys 128 at a
-// time, one producer warpgroup and two consumer warpgroups of 64 query rows each.
+// time, two consumer warpgroups of 64 query rows each (and the producer of the roles seam).
 #pragma once
 #include <cstdint>
 
@@ -9,7 +9,6 @@ struct HopperTile {
   static constexpr int kBlockM = 128;             // query rows per block
   static constexpr int kBlockN = 128;             // keys per K/V tile
   static constexpr int kConsumers = 2;            // warpgroups of 64 rows (one wgmma M each)
-  static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kPanels = D / 64;          // 64-column (128-byte) panels: the swizzle's width
   static constexpr int kQPanel = kBlockM * 128;   // bytes of one panel of a tile
   static constexpr int kKVPanel = kBlockN * 128;

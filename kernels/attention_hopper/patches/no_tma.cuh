@@ -47,6 +47,31 @@ struct ThreadCopies {
       mbar_arrive(sh.v_full(st));
     }
   }
+
+  // The same copies one at a time, for roles without a producer (every thread of the
+  // warpgroup that loads calls each, as TmaLoader's load_q, load_k, load_v).
+  template <class T, class Sh, class P>
+  __device__ __forceinline__ static void load_q(const P& p, const Sh& sh, int row0, int bh, int tid) {
+    tile<T, T::kBlockM>(sh.q(), p.q + static_cast<int64_t>(bh) * p.seq_len * T::kHeadDim, row0,
+                        p.seq_len, tid);
+    mbar_arrive(sh.q_full());
+  }
+  template <class T, class Sh, class P>
+  __device__ __forceinline__ static void load_k(const P& p, const Sh& sh, int j, int bh, int tid) {
+    const int st = j % Sh::kStages;
+    mbar_wait(sh.k_empty(st), ((j / Sh::kStages) & 1) ^ 1);
+    tile<T, T::kBlockN>(sh.k(st), p.k + static_cast<int64_t>(bh) * p.seq_len * T::kHeadDim,
+                        j * T::kBlockN, p.seq_len, tid);
+    mbar_arrive(sh.k_full(st));
+  }
+  template <class T, class Sh, class P>
+  __device__ __forceinline__ static void load_v(const P& p, const Sh& sh, int j, int bh, int tid) {
+    const int st = j % Sh::kStages;
+    mbar_wait(sh.v_empty(st), ((j / Sh::kStages) & 1) ^ 1);
+    tile<T, T::kBlockN>(sh.v(st), p.v + static_cast<int64_t>(bh) * p.seq_len * T::kHeadDim,
+                        j * T::kBlockN, p.seq_len, tid);
+    mbar_arrive(sh.v_full(st));
+  }
 };
 #define ABLATE_SEAM_LOADER ThreadCopies
 #endif

@@ -1,0 +1,42 @@
+// no_warp_specialization: no producer warpgroup. The block is the two consumer warpgroups
+// (256 threads); consumer 0 also loads: its loader thread fills the ring up front, and each
+// time a stage is released refills it with the tile kStages ahead, once both consumers have
+// released it, a wait that now sits in a compute warp. No setmaxnreg: one role, nothing to
+// move registers to.
+#pragma once
+#ifdef ABLATE_NO_WARP_SPECIALIZATION
+#ifdef ABLATE_SEAM_ROLES
+#error "no_warp_specialization: another pathology already replaces the roles seam"
+#endif
+struct ConsumersLoad {
+  static constexpr int kProducers = 0;
+  template <class T> static constexpr int threads() { return 128 * T::kConsumers; }
+  __device__ __forceinline__ static bool producer(int) { return false; }
+  template <class Registers>
+  __device__ __forceinline__ static void consumer_registers() {}
+  template <class T, class Loader, class Sh, class P>  // Q and the first kStages K/V tiles
+  __device__ __forceinline__ static void prefetch(const P& p, const Sh& sh, int row0, int bh,
+                                                  int n_tiles, int wg, int tid) {
+    if (wg != 0) return;
+    Loader::template load_q<T>(p, sh, row0, bh, tid);
+    for (int j = 0; j < n_tiles && j < Sh::kStages; ++j) {
+      Loader::template load_k<T>(p, sh, j, bh, tid);
+      Loader::template load_v<T>(p, sh, j, bh, tid);
+    }
+    __syncwarp();
+  }
+  template <class T, class Loader, class Sh, class P>  // tile j into the stage tile j - kStages left
+  __device__ __forceinline__ static void refill_k(const P& p, const Sh& sh, int j, int n_tiles,
+                                                  int bh, int wg, int tid) {
+    if (wg == 0 && j < n_tiles) Loader::template load_k<T>(p, sh, j, bh, tid);
+    __syncwarp();
+  }
+  template <class T, class Loader, class Sh, class P>
+  __device__ __forceinline__ static void refill_v(const P& p, const Sh& sh, int j, int n_tiles,
+                                                  int bh, int wg, int tid) {
+    if (wg == 0 && j < n_tiles) Loader::template load_v<T>(p, sh, j, bh, tid);
+    __syncwarp();
+  }
+};
+#define ABLATE_SEAM_ROLES ConsumersLoad
+#endif
