@@ -23,7 +23,7 @@ from ablate.build import (ARCH_RE, BuildError, build, compile_command, find_ninj
 from ablate.variant import variant_from_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
-KERNELS = ("attention", "rmsnorm")
+KERNELS = ("attention", "rmsnorm", "attention_hopper")  # conftest.KERNELS
 ATTENTION = plugins.load("attention")
 PATHOLOGIES = ATTENTION.options("pathology")
 TEST_PATHOLOGIES = ["broken_build", "noop", "unfingerprinted"]
