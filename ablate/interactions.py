@@ -9,7 +9,7 @@ hides the other). This module designs the sweep that measures it and reads it ba
   seams (two patches of one seam cannot be combined), and the **inversion**: one pathology
   per seam switched on ("everything off"), then that set with each one taken out (each
   optimization added back alone).
-- **Estimates** (`combine`, `interaction`): every quantity is a sum of the jobs' log
+- **Estimates** (`stats.combine`, `interaction`): every quantity is a sum of the jobs' log
   slowdowns, log I(a,b) = log r_ab - log r_a - log r_b, and each job's log slowdown is the
   mean of its replicates' log ratios (ablate/stats.py). The jobs are independent runs, so the
   variance of the sum is the sum of the variances, and its interval Student's t with
@@ -31,7 +31,8 @@ import math
 import re
 
 import numpy as np
-from scipy import stats as scipy_stats
+
+from ablate.stats import combine, replicate_ratios
 
 BASE = "none"
 
@@ -82,34 +83,8 @@ def design(seams, chosen, pairs=True, inversion=True):
 def replicate_logs(samples_json):
     """A job's replicate log ratios, log(median variant / median base) of each replicate, from
     its samples.json artifact (ablate/worker.py: {"replicates": [{candidate: samples}]})."""
-    from ablate.stats import replicate_ratios
-
     reps = json.loads(samples_json)["replicates"] if isinstance(samples_json, str) else samples_json["replicates"]
     return np.log(replicate_ratios([r["base"] for r in reps], [r["variant"] for r in reps]))
-
-
-def combine(terms, min_effect=0.0, level=0.95):
-    """exp(sum c_k * mean(logs_k)) with its interval, for independent jobs' replicate log
-    ratios: `terms` is [(c_k, logs_k)]. Variance sum c_k^2 s_k^2 / R_k, Student's t with
-    Welch-Satterthwaite degrees of freedom. Returns value, lo, hi, df, significant (the
-    interval beyond 1 +- min_effect, as for a slowdown)."""
-    est, var, denom = 0.0, 0.0, 0.0
-    for c, logs in terms:
-        logs = np.asarray(logs, dtype=np.float64)
-        if logs.size < 2:
-            raise ValueError(f"an interval needs at least 2 replicates per job, got {logs.size}")
-        if not np.all(np.isfinite(logs)):
-            raise ValueError("replicate log ratios contain NaN or infinity")
-        v = c * c * logs.var(ddof=1) / logs.size
-        est += c * logs.mean()
-        var += v
-        denom += v * v / (logs.size - 1)
-    df = var * var / denom if denom > 0 else math.inf
-    half = (scipy_stats.t.ppf(0.5 + level / 2, df) if math.isfinite(df) else scipy_stats.norm.ppf(0.5 + level / 2)) \
-        * math.sqrt(var)
-    lo, hi = math.exp(est - half), math.exp(est + half)
-    return {"value": math.exp(est), "lo": lo, "hi": hi, "df": df,
-            "significant": int(lo > 1 + min_effect or hi < 1 - min_effect)}
 
 
 def interaction(logs_ab, logs_a, logs_b, min_effect=0.0, level=0.95):

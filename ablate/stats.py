@@ -10,6 +10,8 @@ exp(mean ± t(R-1) · sd / √R). A replicate's ratio already carries its own sa
 so this two-stage estimate accounts for both levels (within and between runs) without a
 model of either (docs/design.md says why t and not a bootstrap over replicates).
 """
+import math
+
 import numpy as np
 from scipy import stats as scipy_stats
 
@@ -57,17 +59,40 @@ def slowdown(base_replicates, variant_replicates, min_effect=0.0, level=0.95):
     n = logs.size
     if n < 2:
         raise ValueError(f"an interval across runs needs at least 2 replicates, got {n}")
-    center = logs.mean()
-    half = scipy_stats.t.ppf(0.5 + level / 2, n - 1) * logs.std(ddof=1) / np.sqrt(n)
-    ratio, lo, hi = np.exp(center), np.exp(center - half), np.exp(center + half)
+    est = combine([(1, logs)], min_effect, level)  # one job: Student's t with n - 1 degrees of freedom
+    ratio, lo, hi = est["value"], est["lo"], est["hi"]
     return {
-        "slowdown": float(ratio),
-        "slowdown_lo": float(lo),
-        "slowdown_hi": float(hi),
-        "half_width": float(max(hi / ratio - 1, 1 - lo / ratio)),
+        "slowdown": ratio,
+        "slowdown_lo": lo,
+        "slowdown_hi": hi,
+        "half_width": max(hi / ratio - 1, 1 - lo / ratio),
         "replicates": n,
-        "significant": int(lo > 1 + min_effect or hi < 1 - min_effect),
+        "significant": est["significant"],
     }
+
+
+def combine(terms, min_effect=0.0, level=0.95):
+    """exp(sum c_k * mean(logs_k)) with its interval, for independent jobs' replicate log
+    ratios: `terms` is [(c_k, logs_k)]. Variance sum c_k^2 s_k^2 / R_k, Student's t with
+    Welch-Satterthwaite degrees of freedom. Returns value, lo, hi, df, significant (the
+    interval beyond 1 +- min_effect, as for a slowdown)."""
+    est, var, denom = 0.0, 0.0, 0.0
+    for c, logs in terms:
+        logs = np.asarray(logs, dtype=np.float64)
+        if logs.size < 2:
+            raise ValueError(f"an interval needs at least 2 replicates per job, got {logs.size}")
+        if not np.all(np.isfinite(logs)):
+            raise ValueError("replicate log ratios contain NaN or infinity")
+        v = c * c * logs.var(ddof=1) / logs.size
+        est += c * logs.mean()
+        var += v
+        denom += v * v / (logs.size - 1)
+    df = var * var / denom if denom > 0 else math.inf
+    half = (scipy_stats.t.ppf(0.5 + level / 2, df) if math.isfinite(df) else scipy_stats.norm.ppf(0.5 + level / 2)) \
+        * math.sqrt(var)
+    lo, hi = math.exp(est - half), math.exp(est + half)
+    return {"value": math.exp(est), "lo": lo, "hi": hi, "df": df,
+            "significant": int(lo > 1 + min_effect or hi < 1 - min_effect)}
 
 
 def overlap(a_lo, a_hi, b_lo, b_hi):
