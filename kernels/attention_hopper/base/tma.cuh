@@ -46,8 +46,11 @@ __device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* sr
   asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
                ::"l"(map), "r"(smem_u32(src)), "r"(d), "r"(row), "r"(bh) : "memory");
 }
-__device__ __forceinline__ void tma_store_wait() {  // the stores have read shared memory
-  asm volatile("cp.async.bulk.commit_group;\n cp.async.bulk.wait_group.read 0;" ::: "memory");
+__device__ __forceinline__ void tma_store_commit() {  // the stores so far form one group
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+__device__ __forceinline__ void tma_store_wait() {  // every committed store has read shared memory
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 }
 // Ordinary shared-memory stores, made visible to the copy engine and the tensor cores.
 __device__ __forceinline__ void fence_async_smem() {
