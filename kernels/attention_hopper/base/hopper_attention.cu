@@ -49,9 +49,6 @@
 #ifndef ABLATE_SEAM_PIPELINE     // depth of the K/V ring
 #define ABLATE_SEAM_PIPELINE Ring
 #endif
-#ifndef ABLATE_SEAM_RESCALE      // when the running max moves and O is rescaled
-#define ABLATE_SEAM_RESCALE LazyRescale
-#endif
 #ifndef ABLATE_SEAM_SWIZZLE      // the shared-memory layout of the tiles
 #define ABLATE_SEAM_SWIZZLE Swizzle128
 #endif
@@ -70,7 +67,6 @@ using Turns = ABLATE_SEAM_TURNS;
 using MainLoop = ABLATE_SEAM_MAINLOOP;
 using Pipeline = ABLATE_SEAM_PIPELINE;
 using Layout = ABLATE_SEAM_SWIZZLE;
-using Rescale = ABLATE_SEAM_RESCALE;
 
 struct Params {
   CUtensorMap tm_q, tm_k, tm_v, tm_o;  // (D, S, B*H) boxes of 64 columns
@@ -98,7 +94,7 @@ struct Consumer {
   float s[T::kBlockN / 2];         // scores of the newest key tile, then its probabilities
   uint32_t pf[T::kBlockN / 4];     // those probabilities as FP16 A fragments
   float o[T::kHeadDim / 2];        // the output accumulator
-  OnlineSoftmax<Rescale> stats;
+  OnlineSoftmax stats;
 
   __device__ Consumer(const Params& p_, const Sh& sh_, int wg_, int tid_, const Work& w, int slot0_,
                       int count)
@@ -300,7 +296,7 @@ extern "C" const char* ablate_variant_info(void) {
           ABLATE_SEAM_MMA) "\", \"roles\": \"" ABLATE_XSTR(ABLATE_SEAM_ROLES) "\", \"registers\": \"" ABLATE_XSTR(ABLATE_SEAM_REGISTERS)
       "\", \"turns\": \"" ABLATE_XSTR(ABLATE_SEAM_TURNS) "\", \"mainloop\": \"" ABLATE_XSTR(
           ABLATE_SEAM_MAINLOOP) "\", \"pipeline\": \"" ABLATE_XSTR(ABLATE_SEAM_PIPELINE)
-      "\", \"rescale\": \"" ABLATE_XSTR(ABLATE_SEAM_RESCALE) "\", \"swizzle\": \"" ABLATE_XSTR(ABLATE_SEAM_SWIZZLE) "\"}, \"configs\": [" +
+      "\", \"swizzle\": \"" ABLATE_XSTR(ABLATE_SEAM_SWIZZLE) "\"}, \"configs\": [" +
       config_json<64>() + ", " + config_json<128>() + "]}";
   return info.c_str();
 }

@@ -29,21 +29,6 @@ __device__ __forceinline__ void mask_scores(float (&s)[N], int row, int col, int
   }
 }
 
-// Lazy rescaling: a row's running max moves only when a tile's max passes it by more than
-// 8 in log2 units, so a probability is at most 2^8 (exact in FP16, no overflow in FP32 sums);
-// a warp whose rows all kept their max skips the rescale of O, which after the first tiles
-// of a long row is almost every tile.
-struct LazyRescale {
-  __device__ __forceinline__ static bool moves(float grow_log2) { return grow_log2 > 8.f; }
-  template <int N>
-  __device__ __forceinline__ static void rescale(float (&o)[N], const float (&corr)[2]) {
-    if (!__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) return;
-#pragma unroll
-    for (int i = 0; i < N; ++i) o[i] *= corr[(i >> 1) & 1];
-  }
-};
-
-template <class Rescale>
 struct OnlineSoftmax {
   float m[2] = {-INFINITY, -INFINITY};  // running max of the raw scores, per row
   float l[2] = {0.f, 0.f};              // running sum of exp, this lane's columns only
@@ -58,14 +43,9 @@ struct OnlineSoftmax {
 #pragma unroll
       for (int i = 2 * h; i < N; i += 4) mx = fmaxf(mx, fmaxf(s[i], s[i + 1]));
       mx = quad_max(mx);
-      // From -inf to a finite max the growth is +inf (moves); a row still all -inf gives NaN (stays).
-      if (Rescale::moves((mx - m[h]) * scale_log2)) {
-        corr[h] = fast_exp2(m[h] * scale_log2 - (mx == -INFINITY ? 0.f : mx * scale_log2));
-        m[h] = mx;
-      } else {
-        corr[h] = 1.f;
-      }
-      const float base = m[h] == -INFINITY ? 0.f : m[h] * scale_log2;
+      const float base = mx == -INFINITY ? 0.f : mx * scale_log2;
+      corr[h] = fast_exp2(m[h] * scale_log2 - base);
+      m[h] = mx;
       float sum = 0.f;
 #pragma unroll
       for (int i = 2 * h; i < N; i += 4) {
@@ -78,7 +58,10 @@ struct OnlineSoftmax {
   }
 
   template <int N>
-  __device__ __forceinline__ void rescale(float (&o)[N]) const { Rescale::rescale(o, corr); }
+  __device__ __forceinline__ void rescale(float (&o)[N]) const {
+#pragma unroll
+    for (int i = 0; i < N; ++i) o[i] *= corr[(i >> 1) & 1];
+  }
 
   // O / l, with l summed over the quad; rows with no key (none here) would give 0.
   template <int N>
