@@ -134,7 +134,6 @@ struct Consumer {
                                         bh, wg, tid);
   }
   __device__ __forceinline__ void release_v(int j) {
-    if (j < 0) return;  // (a loop's first release of "the tile before last")
     mbar_arrive(sh.v_empty(stage(j)));
     Roles::template refill_v<T, Loader>(p, sh, slot0 + j + Sh::kStages, j + Sh::kStages, n_tiles,
                                         bh, wg, tid);

@@ -3,11 +3,8 @@
 #pragma once
 
 // Intra-warpgroup overlap: S_j = Q K_j^T and O += P_{j-1} V_{j-1} are issued together, and
-// the softmax of S_j runs while P_{j-1} V_{j-1} is still on the tensor cores. P_{j-1} is
-// packed, and O rescaled for it, in the warpgroup's next turn, just before the GEMMs that
-// need them: written after the wait for P_{j-2} V_{j-2}, the compiler would hoist that wait
-// above the softmax (to pack P early into the registers the running GEMM reads), and the
-// softmax would hide behind nothing.
+// the softmax of S_j runs while P_{j-1} V_{j-1} is still on the tensor cores; O is rescaled
+// once that GEMM is done.
 struct SoftmaxOverlapsGemm {
   template <class C>
   __device__ __forceinline__ static void run(C& c, int n_tiles) {
@@ -17,24 +14,21 @@ struct SoftmaxOverlapsGemm {
     c.template wait<0>();
     c.release_k(0);
     c.softmax(0);
+    c.to_p();
     for (int j = 1; j < n_tiles; ++j) {
       c.take_turn();
-      c.template wait<0>();  // P_{j-2} V_{j-2}, long done
-      c.release_v(j - 2);
-      c.to_p();              // P_{j-1}, before Q K_j^T overwrites the scores
       c.issue_qk(j);
-      c.rescale();           // O for P_{j-1}'s max
       c.issue_pv(j - 1);
       c.pass_turn(false);
       c.template wait<1>();  // S_j is ready, P_{j-1} V_{j-1} may still run
       c.release_k(j);
       c.softmax(j);
+      c.template wait<0>();
+      c.release_v(j - 1);
+      c.rescale();
+      c.to_p();
     }
     c.take_turn();
-    c.template wait<0>();
-    c.release_v(n_tiles - 2);
-    c.to_p();
-    c.rescale();
     c.issue_pv(n_tiles - 1);
     c.pass_turn(true);
     c.template wait<0>();
