@@ -1,5 +1,6 @@
 // The producer: one thread of the producer warpgroup has the copy engine load Q once, then
-// K and V tile by tile into the ring, each stage waited empty before it is refilled.
+// K and V tile by tile into the ring, each stage waited empty before it is refilled. The
+// copies of one tile are the layout's (T::Layout::load, base/layout.cuh).
 #pragma once
 #include "base/tma.cuh"
 
@@ -12,22 +13,16 @@ struct TmaLoader {
     if (tid != 0) return;
     constexpr int kStages = Sh::kStages;
     mbar_expect_bytes(sh.q_full(), T::kQBytes);
-#pragma unroll
-    for (int c = 0; c < T::kPanels; ++c)
-      tma_load(sh.q() + c * T::kQPanel, &p.tm_q, sh.q_full(), 64 * c, row0, bh);
+    T::Layout::template load<T, T::kBlockM>(sh.q(), &p.tm_q, sh.q_full(), row0, bh);
     for (int j = 0; j < n_tiles; ++j) {
       const int st = j % kStages;
       const uint32_t phase = (j / kStages) & 1;
       mbar_wait(sh.k_empty(st), phase ^ 1);
       mbar_expect_bytes(sh.k_full(st), T::kKVBytes);
-#pragma unroll
-      for (int c = 0; c < T::kPanels; ++c)
-        tma_load(sh.k(st) + c * T::kKVPanel, &p.tm_k, sh.k_full(st), 64 * c, j * T::kBlockN, bh);
+      T::Layout::template load<T, T::kBlockN>(sh.k(st), &p.tm_k, sh.k_full(st), j * T::kBlockN, bh);
       mbar_wait(sh.v_empty(st), phase ^ 1);
       mbar_expect_bytes(sh.v_full(st), T::kKVBytes);
-#pragma unroll
-      for (int c = 0; c < T::kPanels; ++c)
-        tma_load(sh.v(st) + c * T::kKVPanel, &p.tm_v, sh.v_full(st), 64 * c, j * T::kBlockN, bh);
+      T::Layout::template load<T, T::kBlockN>(sh.v(st), &p.tm_v, sh.v_full(st), j * T::kBlockN, bh);
     }
   }
 
@@ -38,9 +33,7 @@ struct TmaLoader {
   __device__ __forceinline__ static void load_q(const P& p, const Sh& sh, int row0, int bh, int tid) {
     if (tid != 0) return;
     mbar_expect_bytes(sh.q_full(), T::kQBytes);
-#pragma unroll
-    for (int c = 0; c < T::kPanels; ++c)
-      tma_load(sh.q() + c * T::kQPanel, &p.tm_q, sh.q_full(), 64 * c, row0, bh);
+    T::Layout::template load<T, T::kBlockM>(sh.q(), &p.tm_q, sh.q_full(), row0, bh);
   }
   template <class T, class Sh, class P>
   __device__ __forceinline__ static void load_k(const P& p, const Sh& sh, int j, int bh, int tid) {
@@ -48,9 +41,7 @@ struct TmaLoader {
     const int st = j % Sh::kStages;
     mbar_wait(sh.k_empty(st), ((j / Sh::kStages) & 1) ^ 1);
     mbar_expect_bytes(sh.k_full(st), T::kKVBytes);
-#pragma unroll
-    for (int c = 0; c < T::kPanels; ++c)
-      tma_load(sh.k(st) + c * T::kKVPanel, &p.tm_k, sh.k_full(st), 64 * c, j * T::kBlockN, bh);
+    T::Layout::template load<T, T::kBlockN>(sh.k(st), &p.tm_k, sh.k_full(st), j * T::kBlockN, bh);
   }
   template <class T, class Sh, class P>
   __device__ __forceinline__ static void load_v(const P& p, const Sh& sh, int j, int bh, int tid) {
@@ -58,8 +49,6 @@ struct TmaLoader {
     const int st = j % Sh::kStages;
     mbar_wait(sh.v_empty(st), ((j / Sh::kStages) & 1) ^ 1);
     mbar_expect_bytes(sh.v_full(st), T::kKVBytes);
-#pragma unroll
-    for (int c = 0; c < T::kPanels; ++c)
-      tma_load(sh.v(st) + c * T::kKVPanel, &p.tm_v, sh.v_full(st), 64 * c, j * T::kBlockN, bh);
+    T::Layout::template load<T, T::kBlockN>(sh.v(st), &p.tm_v, sh.v_full(st), j * T::kBlockN, bh);
   }
 };
