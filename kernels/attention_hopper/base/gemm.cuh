@@ -14,8 +14,8 @@ struct Wgmma {
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < T::kHeadDim / 16; ++ks)
-      wgmma_ss<T::kBlockN>(s, L::template desc_k<T::kBlockM>(smem_u32(q), ks),
-                           L::template desc_k<T::kBlockN>(smem_u32(k), ks), ks > 0);
+      wgmma_ss<T::kBlockN>(s, L::template desc_k<T::kBlockM>(q, ks),
+                           L::template desc_k<T::kBlockN>(k, ks), ks > 0);
     wgmma_commit();
   }
   // O (64 x D) += P (64 x BLOCK_N, FP16 registers) V; V is MN-major (D contiguous), 16 keys
@@ -28,7 +28,7 @@ struct Wgmma {
 #pragma unroll
     for (int ks = 0; ks < T::kBlockN / 16; ++ks) {
       const uint32_t a[4] = {p[4 * ks], p[4 * ks + 1], p[4 * ks + 2], p[4 * ks + 3]};
-      wgmma_rs<T::kHeadDim>(o, a, L::template desc_mn<T::kBlockN>(smem_u32(v), ks));
+      wgmma_rs<T::kHeadDim>(o, a, L::template desc_mn<T::kBlockN>(v, ks));
     }
     wgmma_commit();
   }

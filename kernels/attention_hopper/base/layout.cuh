@@ -9,7 +9,7 @@
 //                              one (so the stores that use it compile as they did before the seam)
 //   desc_k<kRows>(rows, ks)    wgmma descriptor of a K-major operand (Q, K: rows along M or N,
 //                              the head dim contiguous) at k-step ks (16 columns), for the rows
-//                              starting at shared address `rows`
+//                              starting at `rows` (in shared memory)
 //   desc_mn<kRows>(tile, ks)   wgmma descriptor of an MN-major operand (V: keys along K, the
 //                              head dim contiguous) at k-step ks (16 keys)
 //   load_map / store_map       host: the tensor maps of one FP16 (B*H, S, D) tensor, for tile
@@ -33,15 +33,17 @@ struct Swizzle128 {
   __device__ __forceinline__ static P* at(P* tile, int r, int c) {
     return tile + (c / 8) * kRows * 128 + r * 128 + ((c % 8) ^ (r & 7)) * 16;
   }
-  // K-major: the 8-row groups 1024 bytes apart (SBO); LBO unused with a swizzle (1 by convention).
+  // K-major: the 8-row groups 1024 bytes apart (SBO); LBO unused with a swizzle (1 by
+  // convention). Start: rows + offset<kRows>(0, 2 * ks), the panel added to the pointer and
+  // the k-step's 32 bytes to the address, as the base has always been compiled.
   template <int kRows>
-  __device__ __forceinline__ static uint64_t desc_k(uint32_t rows, int ks) {
-    return smem_desc(rows + offset<kRows>(0, 2 * ks), 16, 1024, kSmemDesc128B);
+  __device__ __forceinline__ static uint64_t desc_k(const uint8_t* rows, int ks) {
+    return smem_desc(smem_u32(rows + (ks / 4) * kRows * 128) + (ks % 4) * 32, 16, 1024, kSmemDesc128B);
   }
   // MN-major: 64-column panels kRows * 128 bytes apart (LBO), 8-key groups 1024 bytes (SBO).
   template <int kRows>
-  __device__ __forceinline__ static uint64_t desc_mn(uint32_t tile, int ks) {
-    return smem_desc(tile + offset<kRows>(16 * ks, 0), kRows * 128, 1024, kSmemDesc128B);
+  __device__ __forceinline__ static uint64_t desc_mn(const uint8_t* tile, int ks) {
+    return smem_desc(smem_u32(tile) + offset<kRows>(16 * ks, 0), kRows * 128, 1024, kSmemDesc128B);
   }
 
   // Three dimensions (d, s, b*h) rather than two, so that a box past a head's last row is
