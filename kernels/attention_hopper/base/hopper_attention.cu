@@ -17,6 +17,7 @@
 #include "../attention/base/ablate_attention.h"  // the C ABI both attention kernels share
 #include "../attention/base/abi_args.cuh"
 #include "base/tile.cuh"
+#include "base/layout.cuh"
 #include "base/tma.cuh"
 #include "base/gemm.cuh"
 #include "base/softmax.cuh"
@@ -49,14 +50,12 @@
 #ifndef ABLATE_SEAM_PIPELINE     // depth of the K/V ring
 #define ABLATE_SEAM_PIPELINE Ring
 #endif
-#ifndef ABLATE_SEAM_SWIZZLE      // the shared-memory layout of the tiles
+#ifndef ABLATE_SEAM_SWIZZLE      // the tiles' shared-memory layout, its descriptors and copies
 #define ABLATE_SEAM_SWIZZLE Swizzle128
 #endif
 #ifndef ABLATE_PATHOLOGIES
 #define ABLATE_PATHOLOGIES
 #endif
-
-struct Swizzle128 { static constexpr bool kSwizzle = true; };
 
 using Schedule = ABLATE_SEAM_SCHEDULE;
 using Loader = ABLATE_SEAM_LOADER;
@@ -66,10 +65,10 @@ using Registers = ABLATE_SEAM_REGISTERS;
 using Turns = ABLATE_SEAM_TURNS;
 using MainLoop = ABLATE_SEAM_MAINLOOP;
 using Pipeline = ABLATE_SEAM_PIPELINE;
-using Layout = ABLATE_SEAM_SWIZZLE;
+using Layout = ABLATE_SEAM_SWIZZLE;    // reached as T::Layout through the tile (HopperTile<D, Layout>)
 
 struct Params {
-  CUtensorMap tm_q, tm_k, tm_v, tm_o;  // (D, S, B*H) boxes of 64 columns
+  CUtensorMap tm_q, tm_k, tm_v, tm_o;  // the layout's maps of the (B*H, S, D) tensors
   const half* q;                       // the same tensors, for loaders without the copy engine
   const half* k;
   const half* v;
@@ -111,9 +110,12 @@ struct Consumer {
 
   __device__ __forceinline__ void take_turn() { Turns::take_turn(wg); }
   __device__ __forceinline__ void pass_turn(bool last) { Turns::pass_turn(wg, last); }
+  __device__ __forceinline__ uint8_t* rows() const {  // this warpgroup's first row of the Q tile
+    return sh.q() + T::Layout::template offset<T::kBlockM>(64 * wg, 0);
+  }
   __device__ __forceinline__ void issue_qk(int j) {
     mbar_wait(sh.k_full(stage(j)), phase(j));
-    Mma::template qk<T>(s, sh.q() + wg * 64 * 128, sh.k(stage(j)));
+    Mma::template qk<T>(s, rows(), sh.k(stage(j)));
   }
   __device__ __forceinline__ void issue_pv(int j) {
     mbar_wait(sh.v_full(stage(j)), phase(j));
@@ -152,27 +154,25 @@ struct Consumer {
   __device__ __forceinline__ void rescale() { stats.rescale(o); }
   __device__ __forceinline__ void to_p() { to_fp16(s, pf); }
 
-  // O / l in FP16 into this warpgroup's half of the O tile (swizzled as TMA reads it), once
-  // the previous query tile's store has read it out; then one thread has the copy engine
-  // store it, rows past the sequence end dropped, and goes on without waiting.
+  // O / l in FP16 into this warpgroup's rows of the O tile (in the layout TMA reads), once
+  // the previous query tile's store has read them out; then one thread has the copy engine
+  // store them, rows past the sequence end dropped, and goes on without waiting.
   __device__ __forceinline__ void store() {
     stats.finish(o);
-    uint8_t* out = sh.o() + wg * 64 * 128;
+    uint8_t* out = sh.o() + T::Layout::template offset<T::kBlockM>(64 * wg, 0);
     if (tid == 0) tma_store_wait();
     bar_sync(3 + wg, 128);
     const int lane = tid & 31;
 #pragma unroll
     for (int i = 0; i < T::kHeadDim / 2; i += 2) {
       const int col = (i / 4) * 8, r = (tid >> 5) * 16 + (lane >> 2) + ((i >> 1) & 1) * 8;
-      const int chunk = (col % 64) / 8, swz = Layout::kSwizzle ? chunk ^ (r & 7) : chunk;
-      *reinterpret_cast<uint32_t*>(out + (col / 64) * T::kQPanel + r * 128 + swz * 16 +
+      *reinterpret_cast<uint32_t*>(T::Layout::template at<T::kBlockM>(out, r, col / 8) +
                                    (lane & 3) * 4) = pack_half2(o[i], o[i + 1]);
     }
     fence_async_smem();
     bar_sync(3 + wg, 128);
     if (tid == 0) {
-#pragma unroll
-      for (int c = 0; c < T::kPanels; ++c) tma_store(&p.tm_o, out + c * T::kQPanel, 64 * c, row0, bh);
+      T::Layout::template store<T>(&p.tm_o, out, row0, bh);
       tma_store_commit();
     }
   }
@@ -241,7 +241,7 @@ static int sm_count() {
 
 template <int D, bool kCausal>
 static cudaError_t launch(const Params& p, cudaStream_t stream) {
-  using T = HopperTile<D>;
+  using T = HopperTile<D, Layout>;
   auto kernel = hopper_attention_kernel<T, kCausal>;
   static const cudaError_t opt_in = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Plan<T>::kBytes);
@@ -267,10 +267,10 @@ extern "C" int ablate_attention_fwd(const void* q, const void* k, const void* v,
   // CUDA graph captures them with the launch.
   const int bh = B * H;
   cudaError_t err;
-  if ((err = make_tensor_map(&p.tm_q, q, bh, S, D, 128, Layout::kSwizzle)) != cudaSuccess ||
-      (err = make_tensor_map(&p.tm_k, k, bh, S, D, 128, Layout::kSwizzle)) != cudaSuccess ||
-      (err = make_tensor_map(&p.tm_v, v, bh, S, D, 128, Layout::kSwizzle)) != cudaSuccess ||
-      (err = make_tensor_map(&p.tm_o, o, bh, S, D, 64, Layout::kSwizzle)) != cudaSuccess)
+  if ((err = Layout::load_map(&p.tm_q, q, bh, S, D, 128)) != cudaSuccess ||    // kBlockM rows
+      (err = Layout::load_map(&p.tm_k, k, bh, S, D, 128)) != cudaSuccess ||    // kBlockN rows
+      (err = Layout::load_map(&p.tm_v, v, bh, S, D, 128)) != cudaSuccess ||
+      (err = Layout::store_map(&p.tm_o, o, bh, S, D, 64)) != cudaSuccess)     // a warpgroup's rows
     return static_cast<int>(err);
   const auto st = static_cast<cudaStream_t>(stream);
   if (D == 64) err = causal ? launch<64, true>(p, st) : launch<64, false>(p, st);
@@ -281,7 +281,7 @@ extern "C" int ablate_attention_fwd(const void* q, const void* k, const void* v,
 // ---- What was compiled ------------------------------------------------------------------
 template <int D>
 static std::string config_json() {
-  using T = HopperTile<D>;
+  using T = HopperTile<D, Layout>;
   return "{\"name\": \"d" + std::to_string(D) + "\", \"head_dim\": " + std::to_string(D) +
          ", \"block_m\": " + std::to_string(T::kBlockM) + ", \"block_n\": " +
          std::to_string(T::kBlockN) + ", \"warps\": " + std::to_string(Roles::template threads<T>() / 32) +

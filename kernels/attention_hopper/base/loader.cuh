@@ -1,7 +1,8 @@
 // The copy engine as loader: one thread (`tid` 0 of the warpgroup that loads) has TMA bring
 // Q in once per query tile and K, V tile by tile into the ring, each stage waited empty
-// before it is refilled. `slot` counts the key tiles that went through the ring before this
-// one, over all of the block's query tiles; `j` is the key tile's index in its head.
+// before it is refilled; the copies of one tile are the layout's (T::Layout::load,
+// base/layout.cuh). `slot` counts the key tiles that went through the ring before this one,
+// over all of the block's query tiles; `j` is the key tile's index in its head.
 #pragma once
 #include "base/tma.cuh"
 
@@ -15,9 +16,7 @@ struct TmaLoader {
     if (tid != 0) return;
     mbar_wait(sh.q_empty(), (count & 1) ^ 1);
     mbar_expect_bytes(sh.q_full(), T::kQBytes);
-#pragma unroll
-    for (int c = 0; c < T::kPanels; ++c)
-      tma_load(sh.q() + c * T::kQPanel, &p.tm_q, sh.q_full(), 64 * c, row0, bh);
+    T::Layout::template load<T, T::kBlockM>(sh.q(), &p.tm_q, sh.q_full(), row0, bh);
   }
   template <class T, class Sh, class P>
   __device__ __forceinline__ static void load_k(const P& p, const Sh& sh, int slot, int j, int bh,
@@ -41,8 +40,6 @@ struct TmaLoader {
                                                     int j, int bh) {
     mbar_wait(empty, ((slot / Sh::kStages) & 1) ^ 1);
     mbar_expect_bytes(full, T::kKVBytes);
-#pragma unroll
-    for (int c = 0; c < T::kPanels; ++c)
-      tma_load(dst + c * T::kKVPanel, map, full, 64 * c, j * T::kBlockN, bh);
+    T::Layout::template load<T, T::kBlockN>(dst, map, full, j * T::kBlockN, bh);
   }
 };

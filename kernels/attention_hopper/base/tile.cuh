@@ -4,15 +4,15 @@
 #pragma once
 #include <cstdint>
 
-template <int D>
+// L: the tiles' shared-memory layout (the swizzle seam, base/layout.cuh), reached by everything
+// templated on the tile as T::Layout.
+template <int D, class L>
 struct HopperTile {
+  using Layout = L;
   static constexpr int kHeadDim = D;
   static constexpr int kBlockM = 128;             // query rows per block
   static constexpr int kBlockN = 128;             // keys per K/V tile
   static constexpr int kConsumers = 2;            // warpgroups of 64 rows (one wgmma M each)
-  static constexpr int kPanels = D / 64;          // 64-column (128-byte) panels: the swizzle's width
-  static constexpr int kQPanel = kBlockM * 128;   // bytes of one panel of a tile
-  static constexpr int kKVPanel = kBlockN * 128;
   static constexpr int kQBytes = kBlockM * D * 2;
   static constexpr int kKVBytes = kBlockN * D * 2;
 };

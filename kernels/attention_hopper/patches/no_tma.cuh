@@ -1,7 +1,8 @@
 // no_tma: the producer warpgroup copies Q, K and V itself, 16 bytes a thread through
-// registers (global loads, then swizzled shared stores made visible to the tensor cores with
-// a proxy fence), instead of one thread handing each tile to the copy engine. 128 threads
-// with 24 registers each now spend issue slots and registers on every byte.
+// registers (global loads, then shared stores at the tiles' layout's addresses, made visible
+// to the tensor cores with a proxy fence), instead of one thread handing each tile to the
+// copy engine. 128 threads with 24 registers each now spend issue slots and registers on
+// every byte.
 #pragma once
 #ifdef ABLATE_NO_TMA
 #ifdef ABLATE_SEAM_LOADER
@@ -13,8 +14,8 @@
 struct ThreadCopies {
   static constexpr int kArrivals = 128;  // every producer thread arrives after its copies
 
-  // kRows rows of D halves from row `row0` of a head, zeros past the sequence end, into the
-  // 128-byte-swizzled panels TMA would have written.
+  // kRows rows of D halves from row `row0` of a head, zeros past the sequence end, where TMA
+  // would have written them (the tiles' layout, T::Layout).
   template <class T, int kRows>
   __device__ __forceinline__ static void tile(uint8_t* dst, const half* head, int row0, int seq,
                                               int tid) {
@@ -24,7 +25,7 @@ struct ThreadCopies {
       uint4 v = make_uint4(0, 0, 0, 0);
       if (row0 + r < seq)
         v = *reinterpret_cast<const uint4*>(head + static_cast<int64_t>(row0 + r) * T::kHeadDim + c * 8);
-      *reinterpret_cast<uint4*>(dst + (c / 8) * kRows * 128 + r * 128 + ((c % 8) ^ (r & 7)) * 16) = v;
+      *reinterpret_cast<uint4*>(T::Layout::template at<kRows>(dst, r, c)) = v;
     }
     fence_async_smem();
   }
