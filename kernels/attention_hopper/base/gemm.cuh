@@ -5,30 +5,30 @@
 #include "base/tma.cuh"
 
 struct Wgmma {
-  // S (64 x BLOCK_N) = Q (this warpgroup's 64 rows) K^T; both K-major, D/16 k-steps of
-  // 32 bytes along the swizzled rows, the second 64 columns one panel further.
+  // S (64 x BLOCK_N) = Q (this warpgroup's 64 rows, from `q`) K^T; both K-major, D/16
+  // k-steps of 16 columns, described by the tiles' layout.
   template <class T>
   __device__ __forceinline__ static void qk(float (&s)[T::kBlockN / 2], const uint8_t* q,
                                             const uint8_t* k) {
+    using L = typename T::Layout;
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < T::kHeadDim / 16; ++ks) {
-      const int off = (ks % 4) * 32;
-      wgmma_ss<T::kBlockN>(s, desc_k_major(smem_u32(q + (ks / 4) * T::kQPanel) + off),
-                           desc_k_major(smem_u32(k + (ks / 4) * T::kKVPanel) + off), ks > 0);
-    }
+    for (int ks = 0; ks < T::kHeadDim / 16; ++ks)
+      wgmma_ss<T::kBlockN>(s, L::template desc_k<T::kBlockM>(q, ks),
+                           L::template desc_k<T::kBlockN>(k, ks), ks > 0);
     wgmma_commit();
   }
   // O (64 x D) += P (64 x BLOCK_N, FP16 registers) V; V is MN-major (D contiguous), 16 keys
-  // (two 8-row groups, 2 KB) per k-step.
+  // per k-step.
   template <class T>
   __device__ __forceinline__ static void pv(float (&o)[T::kHeadDim / 2],
                                             const uint32_t (&p)[T::kBlockN / 4], const uint8_t* v) {
+    using L = typename T::Layout;
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < T::kBlockN / 16; ++ks) {
       const uint32_t a[4] = {p[4 * ks], p[4 * ks + 1], p[4 * ks + 2], p[4 * ks + 3]};
-      wgmma_rs<T::kHeadDim>(o, a, desc_mn_major(smem_u32(v) + ks * 2048, T::kKVPanel));
+      wgmma_rs<T::kHeadDim>(o, a, L::template desc_mn<T::kBlockN>(v, ks));
     }
     wgmma_commit();
   }

@@ -1,7 +1,8 @@
 // FlashAttention-3-style forward pass for Hopper (sm_90a): O = softmax(scale * Q K^T) V,
 // FP16 in and out, FP32 softmax statistics and O accumulator. The copy engine (TMA) fills a
 // ring of K/V tiles for the tensor cores' asynchronous MMAs (wgmma); a producer warpgroup
-// issues the copies, two consumer warpgroups compute, taking turns on the tensor cores.
+// issues the copies, two consumer warpgroups compute, taking turns on the tensor cores; a
+// block stays on its SM for query tile after query tile.
 //
 // Every optimization sits behind one seam below. A pathology patch (../patches/,
 // force-included ahead of this file) redefines one ABLATE_SEAM_* macro to its own stage.
@@ -16,6 +17,7 @@
 #include "../attention/base/ablate_attention.h"  // the C ABI both attention kernels share
 #include "../attention/base/abi_args.cuh"
 #include "base/tile.cuh"
+#include "base/layout.cuh"
 #include "base/tma.cuh"
 #include "base/gemm.cuh"
 #include "base/softmax.cuh"
@@ -24,6 +26,9 @@
 #include "base/mainloop.cuh"
 
 // ---- Seams: the base's choice for each stage --------------------------------------------
+#ifndef ABLATE_SEAM_SCHEDULE     // which query tiles a block computes
+#define ABLATE_SEAM_SCHEDULE Persistent
+#endif
 #ifndef ABLATE_SEAM_LOADER       // who moves Q, K, V into shared memory, and how
 #define ABLATE_SEAM_LOADER TmaLoader
 #endif
@@ -45,15 +50,14 @@
 #ifndef ABLATE_SEAM_PIPELINE     // depth of the K/V ring
 #define ABLATE_SEAM_PIPELINE Ring
 #endif
-#ifndef ABLATE_SEAM_SWIZZLE      // the shared-memory layout of the tiles
+#ifndef ABLATE_SEAM_SWIZZLE      // the tiles' shared-memory layout, its descriptors and copies
 #define ABLATE_SEAM_SWIZZLE Swizzle128
 #endif
 #ifndef ABLATE_PATHOLOGIES
 #define ABLATE_PATHOLOGIES
 #endif
 
-struct Swizzle128 { static constexpr bool kSwizzle = true; };
-
+using Schedule = ABLATE_SEAM_SCHEDULE;
 using Loader = ABLATE_SEAM_LOADER;
 using Mma = ABLATE_SEAM_MMA;
 using Roles = ABLATE_SEAM_ROLES;
@@ -61,21 +65,23 @@ using Registers = ABLATE_SEAM_REGISTERS;
 using Turns = ABLATE_SEAM_TURNS;
 using MainLoop = ABLATE_SEAM_MAINLOOP;
 using Pipeline = ABLATE_SEAM_PIPELINE;
-using Layout = ABLATE_SEAM_SWIZZLE;
+using Layout = ABLATE_SEAM_SWIZZLE;    // reached as T::Layout through the tile (HopperTile<D, Layout>)
 
 struct Params {
-  CUtensorMap tm_q, tm_k, tm_v, tm_o;  // (D, S, B*H) boxes of 64 columns
+  CUtensorMap tm_q, tm_k, tm_v, tm_o;  // the layout's maps of the (B*H, S, D) tensors
   const half* q;                       // the same tensors, for loaders without the copy engine
   const half* k;
   const half* v;
   int seq_len;
+  int batch_heads;                     // B * H
   float scale_log2;                    // softmax scale * log2(e)
 };
 
 template <class T>
 using Plan = SmemPlan<T, Pipeline::template stages<T::kHeadDim>()>;
 
-// One consumer warpgroup: 64 query rows against every key tile, one method per stage.
+// One consumer warpgroup on one query tile: 64 query rows against every key tile, one
+// method per stage.
 template <class T, bool kCausal>
 struct Consumer {
   using Sh = Shared<T, Plan<T>>;
@@ -83,28 +89,33 @@ struct Consumer {
   const Sh& sh;
   const int wg, tid, row0;         // warpgroup 0 or 1; thread in it; its first query row
   const int bh, n_tiles;           // its (batch, head); its key tiles
+  const int slot0;                 // key tiles through the ring before this query tile's
   float s[T::kBlockN / 2];         // scores of the newest key tile, then its probabilities
   uint32_t pf[T::kBlockN / 4];     // those probabilities as FP16 A fragments
   float o[T::kHeadDim / 2];        // the output accumulator
   OnlineSoftmax stats;
 
-  __device__ Consumer(const Params& p_, const Sh& sh_, int wg_, int tid_, int block_row0, int bh_,
-                      int n_tiles_)
-      : p(p_), sh(sh_), wg(wg_), tid(tid_), row0(block_row0 + 64 * wg_), bh(bh_), n_tiles(n_tiles_) {
+  __device__ Consumer(const Params& p_, const Sh& sh_, int wg_, int tid_, const Work& w, int slot0_,
+                      int count)
+      : p(p_), sh(sh_), wg(wg_), tid(tid_), row0(w.row0 + 64 * wg_), bh(w.bh), n_tiles(w.n_tiles),
+        slot0(slot0_) {
 #pragma unroll
     for (int i = 0; i < T::kHeadDim / 2; ++i) o[i] = 0.f;
     Turns::start(wg);
-    mbar_wait(sh.q_full(), 0);
+    mbar_wait(sh.q_full(), count & 1);
   }
 
-  __device__ __forceinline__ static int stage(int j) { return j % Sh::kStages; }
-  __device__ __forceinline__ static uint32_t phase(int j) { return (j / Sh::kStages) & 1; }
+  __device__ __forceinline__ int stage(int j) const { return (slot0 + j) % Sh::kStages; }
+  __device__ __forceinline__ uint32_t phase(int j) const { return ((slot0 + j) / Sh::kStages) & 1; }
 
   __device__ __forceinline__ void take_turn() { Turns::take_turn(wg); }
   __device__ __forceinline__ void pass_turn(bool last) { Turns::pass_turn(wg, last); }
+  __device__ __forceinline__ uint8_t* rows() const {  // this warpgroup's first row of the Q tile
+    return sh.q() + T::Layout::template offset<T::kBlockM>(64 * wg, 0);
+  }
   __device__ __forceinline__ void issue_qk(int j) {
     mbar_wait(sh.k_full(stage(j)), phase(j));
-    Mma::template qk<T>(s, sh.q() + wg * 64 * 128, sh.k(stage(j)));
+    Mma::template qk<T>(s, rows(), sh.k(stage(j)));
   }
   __device__ __forceinline__ void issue_pv(int j) {
     mbar_wait(sh.v_full(stage(j)), phase(j));
@@ -116,14 +127,18 @@ struct Consumer {
     fence_registers(s);
     fence_registers(o);
   }
-  // A stage released, roles without a producer refill it with tile j + kStages.
+  // A stage released (with the last K, Q too: the next query tile may load), roles without
+  // a producer refill it with tile j + kStages.
   __device__ __forceinline__ void release_k(int j) {
     mbar_arrive(sh.k_empty(stage(j)));
-    Roles::template refill_k<T, Loader>(p, sh, j + Sh::kStages, n_tiles, bh, wg, tid);
+    if (j == n_tiles - 1) mbar_arrive(sh.q_empty());
+    Roles::template refill_k<T, Loader>(p, sh, slot0 + j + Sh::kStages, j + Sh::kStages, n_tiles,
+                                        bh, wg, tid);
   }
   __device__ __forceinline__ void release_v(int j) {
     mbar_arrive(sh.v_empty(stage(j)));
-    Roles::template refill_v<T, Loader>(p, sh, j + Sh::kStages, n_tiles, bh, wg, tid);
+    Roles::template refill_v<T, Loader>(p, sh, slot0 + j + Sh::kStages, j + Sh::kStages, n_tiles,
+                                        bh, wg, tid);
   }
 
   __device__ __forceinline__ void softmax(int j) {
@@ -139,25 +154,26 @@ struct Consumer {
   __device__ __forceinline__ void rescale() { stats.rescale(o); }
   __device__ __forceinline__ void to_p() { to_fp16(s, pf); }
 
-  // O / l in FP16 into this warpgroup's half of the Q tile (swizzled as TMA reads it), then
-  // one thread has the copy engine store it; rows past the sequence end are dropped.
+  // O / l in FP16 into this warpgroup's rows of the O tile (in the layout TMA reads), once
+  // the previous query tile's store has read them out; then one thread has the copy engine
+  // store them, rows past the sequence end dropped, and goes on without waiting.
   __device__ __forceinline__ void store() {
     stats.finish(o);
-    uint8_t* out = sh.q() + wg * 64 * 128;
+    uint8_t* out = sh.o() + T::Layout::template offset<T::kBlockM>(64 * wg, 0);
+    if (tid == 0) tma_store_wait();
+    bar_sync(3 + wg, 128);
     const int lane = tid & 31;
 #pragma unroll
     for (int i = 0; i < T::kHeadDim / 2; i += 2) {
       const int col = (i / 4) * 8, r = (tid >> 5) * 16 + (lane >> 2) + ((i >> 1) & 1) * 8;
-      const int chunk = (col % 64) / 8, swz = Layout::kSwizzle ? chunk ^ (r & 7) : chunk;
-      *reinterpret_cast<uint32_t*>(out + (col / 64) * T::kQPanel + r * 128 + swz * 16 +
+      *reinterpret_cast<uint32_t*>(T::Layout::template at<T::kBlockM>(out, r, col / 8) +
                                    (lane & 3) * 4) = pack_half2(o[i], o[i + 1]);
     }
     fence_async_smem();
     bar_sync(3 + wg, 128);
     if (tid == 0) {
-#pragma unroll
-      for (int c = 0; c < T::kPanels; ++c) tma_store(&p.tm_o, out + c * T::kQPanel, 64 * c, row0, bh);
-      tma_store_wait();
+      T::Layout::template store<T>(&p.tm_o, out, row0, bh);
+      tma_store_commit();
     }
   }
 };
@@ -168,16 +184,13 @@ __global__ void __launch_bounds__(Roles::template threads<T>(), 1) hopper_attent
   const Shared<T, Plan<T>> sh{reinterpret_cast<uint8_t*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023))};
   constexpr int kStages = Plan<T>::kStages;
-  // The longest query tiles (the last ones, when causal) first.
   const int m_tiles = (p.seq_len + T::kBlockM - 1) / T::kBlockM;
-  const int row0 = (kCausal ? m_tiles - 1 - static_cast<int>(blockIdx.x) : blockIdx.x) * T::kBlockM;
-  const int bh = blockIdx.y;
-  const int key_end = kCausal ? min(p.seq_len, row0 + T::kBlockM) : p.seq_len;
-  const int n_tiles = (key_end + T::kBlockN - 1) / T::kBlockN;
+  const int tiles = m_tiles * p.batch_heads;
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
 
   if (threadIdx.x == 0) {
     mbar_init(sh.q_full(), Loader::kArrivals);
+    mbar_init(sh.q_empty(), 128 * T::kConsumers);
     for (int st = 0; st < kStages; ++st) {
       mbar_init(sh.k_full(st), Loader::kArrivals);
       mbar_init(sh.v_full(st), Loader::kArrivals);
@@ -188,27 +201,54 @@ __global__ void __launch_bounds__(Roles::template threads<T>(), 1) hopper_attent
   }
   __syncthreads();
 
+  // Every warpgroup walks the block's query tiles in the same order; `slot` counts the key
+  // tiles that have gone through the ring, `count` the query tiles.
   if (Roles::producer(wg)) {
     Registers::producer();
-    Loader::template run<T>(p, sh, row0, bh, n_tiles, tid);
+    for (int t = blockIdx.x, slot = 0, count = 0; t < tiles; t = Schedule::next(t), ++count) {
+      const Work w = work_of<T, kCausal>(t, m_tiles, p.seq_len);
+      Loader::template load_q<T>(p, sh, w.row0, w.bh, count, tid);
+      for (int j = 0; j < w.n_tiles; ++j, ++slot) {
+        Loader::template load_k<T>(p, sh, slot, j, w.bh, tid);
+        Loader::template load_v<T>(p, sh, slot, j, w.bh, tid);
+      }
+    }
   } else {
     Roles::template consumer_registers<Registers>();
-    Roles::template prefetch<T, Loader>(p, sh, row0, bh, n_tiles, wg - Roles::kProducers, tid);
-    Consumer<T, kCausal> c(p, sh, wg - Roles::kProducers, tid, row0, bh, n_tiles);
-    MainLoop::run(c, n_tiles);
-    c.store();
+    const int cwg = wg - Roles::kProducers;
+    for (int t = blockIdx.x, slot = 0, count = 0; t < tiles; t = Schedule::next(t), ++count) {
+      const Work w = work_of<T, kCausal>(t, m_tiles, p.seq_len);
+      Roles::template prefetch<T, Loader>(p, sh, w, slot, count, cwg, tid);
+      Consumer<T, kCausal> c(p, sh, cwg, tid, w, slot, count);
+      MainLoop::run(c, w.n_tiles);
+      c.store();
+      slot += w.n_tiles;
+    }
+    if (tid == 0) tma_store_wait();  // the last O tile has left shared memory
   }
 }
 
+// The number of SMs of the current device, asked once per device.
+static int sm_count() {
+  static int counts[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 1;
+  if (counts[dev] == 0 &&
+      cudaDeviceGetAttribute(&counts[dev], cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    counts[dev] = 0;
+  return counts[dev] > 0 ? counts[dev] : 1;
+}
+
 template <int D, bool kCausal>
-static cudaError_t launch(const Params& p, int bh, cudaStream_t stream) {
-  using T = HopperTile<D>;
+static cudaError_t launch(const Params& p, cudaStream_t stream) {
+  using T = HopperTile<D, Layout>;
   auto kernel = hopper_attention_kernel<T, kCausal>;
   static const cudaError_t opt_in = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Plan<T>::kBytes);
   if (opt_in != cudaSuccess) return opt_in;
-  const int m_tiles = (p.seq_len + T::kBlockM - 1) / T::kBlockM;
-  kernel<<<dim3(m_tiles, bh), Roles::template threads<T>(), Plan<T>::kBytes, stream>>>(p);
+  const int tiles = (p.seq_len + T::kBlockM - 1) / T::kBlockM * p.batch_heads;
+  kernel<<<Schedule::blocks(tiles, kCausal, sm_count()), Roles::template threads<T>(),
+           Plan<T>::kBytes, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -221,26 +261,27 @@ extern "C" int ablate_attention_fwd(const void* q, const void* k, const void* v,
   p.k = static_cast<const half*>(k);
   p.v = static_cast<const half*>(v);
   p.seq_len = S;
+  p.batch_heads = B * H;
   p.scale_log2 = scale * 1.4426950408889634f;
   // The tensor maps are encoded on every call (about a microsecond of host time each); a
   // CUDA graph captures them with the launch.
   const int bh = B * H;
   cudaError_t err;
-  if ((err = make_tensor_map(&p.tm_q, q, bh, S, D, 128, Layout::kSwizzle)) != cudaSuccess ||
-      (err = make_tensor_map(&p.tm_k, k, bh, S, D, 128, Layout::kSwizzle)) != cudaSuccess ||
-      (err = make_tensor_map(&p.tm_v, v, bh, S, D, 128, Layout::kSwizzle)) != cudaSuccess ||
-      (err = make_tensor_map(&p.tm_o, o, bh, S, D, 64, Layout::kSwizzle)) != cudaSuccess)
+  if ((err = Layout::load_map(&p.tm_q, q, bh, S, D, 128)) != cudaSuccess ||    // kBlockM rows
+      (err = Layout::load_map(&p.tm_k, k, bh, S, D, 128)) != cudaSuccess ||    // kBlockN rows
+      (err = Layout::load_map(&p.tm_v, v, bh, S, D, 128)) != cudaSuccess ||
+      (err = Layout::store_map(&p.tm_o, o, bh, S, D, 64)) != cudaSuccess)     // a warpgroup's rows
     return static_cast<int>(err);
   const auto st = static_cast<cudaStream_t>(stream);
-  if (D == 64) err = causal ? launch<64, true>(p, bh, st) : launch<64, false>(p, bh, st);
-  else err = causal ? launch<128, true>(p, bh, st) : launch<128, false>(p, bh, st);
+  if (D == 64) err = causal ? launch<64, true>(p, st) : launch<64, false>(p, st);
+  else err = causal ? launch<128, true>(p, st) : launch<128, false>(p, st);
   return static_cast<int>(err);
 }
 
 // ---- What was compiled ------------------------------------------------------------------
 template <int D>
 static std::string config_json() {
-  using T = HopperTile<D>;
+  using T = HopperTile<D, Layout>;
   return "{\"name\": \"d" + std::to_string(D) + "\", \"head_dim\": " + std::to_string(D) +
          ", \"block_m\": " + std::to_string(T::kBlockM) + ", \"block_n\": " +
          std::to_string(T::kBlockN) + ", \"warps\": " + std::to_string(Roles::template threads<T>() / 32) +
@@ -251,7 +292,7 @@ static std::string config_json() {
 extern "C" const char* ablate_variant_info(void) {
   static const std::string info =
       "{\"pathologies\": " + ablate::names_json(ABLATE_XSTR(ABLATE_PATHOLOGIES)) +
-      ", \"seams\": {\"loader\": \"" ABLATE_XSTR(ABLATE_SEAM_LOADER) "\", \"mma\": \"" ABLATE_XSTR(
+      ", \"seams\": {\"schedule\": \"" ABLATE_XSTR(ABLATE_SEAM_SCHEDULE) "\", \"loader\": \"" ABLATE_XSTR(ABLATE_SEAM_LOADER) "\", \"mma\": \"" ABLATE_XSTR(
           ABLATE_SEAM_MMA) "\", \"roles\": \"" ABLATE_XSTR(ABLATE_SEAM_ROLES) "\", \"registers\": \"" ABLATE_XSTR(ABLATE_SEAM_REGISTERS)
       "\", \"turns\": \"" ABLATE_XSTR(ABLATE_SEAM_TURNS) "\", \"mainloop\": \"" ABLATE_XSTR(
           ABLATE_SEAM_MAINLOOP) "\", \"pipeline\": \"" ABLATE_XSTR(ABLATE_SEAM_PIPELINE)

@@ -1,65 +1,45 @@
-// The producer: one thread of the producer warpgroup has the copy engine load Q once, then
-// K and V tile by tile into the ring, each stage waited empty before it is refilled.
+// The copy engine as loader: one thread (`tid` 0 of the warpgroup that loads) has TMA bring
+// Q in once per query tile and K, V tile by tile into the ring, each stage waited empty
+// before it is refilled; the copies of one tile are the layout's (T::Layout::load,
+// base/layout.cuh). `slot` counts the key tiles that went through the ring before this one,
+// over all of the block's query tiles; `j` is the key tile's index in its head.
 #pragma once
 #include "base/tma.cuh"
 
 struct TmaLoader {
   static constexpr int kArrivals = 1;  // arrivals that fill a stage (with its bytes)
 
+  // The query tile numbered `count` of the block, once the previous one's Q is released.
   template <class T, class Sh, class P>
-  __device__ __forceinline__ static void run(const P& p, const Sh& sh, int row0, int bh,
-                                             int n_tiles, int tid) {
+  __device__ __forceinline__ static void load_q(const P& p, const Sh& sh, int row0, int bh,
+                                                int count, int tid) {
     if (tid != 0) return;
-    constexpr int kStages = Sh::kStages;
+    mbar_wait(sh.q_empty(), (count & 1) ^ 1);
     mbar_expect_bytes(sh.q_full(), T::kQBytes);
-#pragma unroll
-    for (int c = 0; c < T::kPanels; ++c)
-      tma_load(sh.q() + c * T::kQPanel, &p.tm_q, sh.q_full(), 64 * c, row0, bh);
-    for (int j = 0; j < n_tiles; ++j) {
-      const int st = j % kStages;
-      const uint32_t phase = (j / kStages) & 1;
-      mbar_wait(sh.k_empty(st), phase ^ 1);
-      mbar_expect_bytes(sh.k_full(st), T::kKVBytes);
-#pragma unroll
-      for (int c = 0; c < T::kPanels; ++c)
-        tma_load(sh.k(st) + c * T::kKVPanel, &p.tm_k, sh.k_full(st), 64 * c, j * T::kBlockN, bh);
-      mbar_wait(sh.v_empty(st), phase ^ 1);
-      mbar_expect_bytes(sh.v_full(st), T::kKVBytes);
-#pragma unroll
-      for (int c = 0; c < T::kPanels; ++c)
-        tma_load(sh.v(st) + c * T::kKVPanel, &p.tm_v, sh.v_full(st), 64 * c, j * T::kBlockN, bh);
-    }
+    T::Layout::template load<T, T::kBlockM>(sh.q(), &p.tm_q, sh.q_full(), row0, bh);
+  }
+  template <class T, class Sh, class P>
+  __device__ __forceinline__ static void load_k(const P& p, const Sh& sh, int slot, int j, int bh,
+                                                int tid) {
+    const int st = slot % Sh::kStages;
+    if (tid == 0)
+      load_stage<T, Sh>(sh.k(st), &p.tm_k, sh.k_full(st), sh.k_empty(st), slot, j, bh);
+  }
+  template <class T, class Sh, class P>
+  __device__ __forceinline__ static void load_v(const P& p, const Sh& sh, int slot, int j, int bh,
+                                                int tid) {
+    const int st = slot % Sh::kStages;
+    if (tid == 0)
+      load_stage<T, Sh>(sh.v(st), &p.tm_v, sh.v_full(st), sh.v_empty(st), slot, j, bh);
   }
 
-  // The same copies one at a time, for roles without a producer: thread `tid` of the
-  // warpgroup that loads calls load_q once, then load_k and load_v for each tile j, which wait
-  // until tile j - kStages has left the stage.
-  template <class T, class Sh, class P>
-  __device__ __forceinline__ static void load_q(const P& p, const Sh& sh, int row0, int bh, int tid) {
-    if (tid != 0) return;
-    mbar_expect_bytes(sh.q_full(), T::kQBytes);
-#pragma unroll
-    for (int c = 0; c < T::kPanels; ++c)
-      tma_load(sh.q() + c * T::kQPanel, &p.tm_q, sh.q_full(), 64 * c, row0, bh);
-  }
-  template <class T, class Sh, class P>
-  __device__ __forceinline__ static void load_k(const P& p, const Sh& sh, int j, int bh, int tid) {
-    if (tid != 0) return;
-    const int st = j % Sh::kStages;
-    mbar_wait(sh.k_empty(st), ((j / Sh::kStages) & 1) ^ 1);
-    mbar_expect_bytes(sh.k_full(st), T::kKVBytes);
-#pragma unroll
-    for (int c = 0; c < T::kPanels; ++c)
-      tma_load(sh.k(st) + c * T::kKVPanel, &p.tm_k, sh.k_full(st), 64 * c, j * T::kBlockN, bh);
-  }
-  template <class T, class Sh, class P>
-  __device__ __forceinline__ static void load_v(const P& p, const Sh& sh, int j, int bh, int tid) {
-    if (tid != 0) return;
-    const int st = j % Sh::kStages;
-    mbar_wait(sh.v_empty(st), ((j / Sh::kStages) & 1) ^ 1);
-    mbar_expect_bytes(sh.v_full(st), T::kKVBytes);
-#pragma unroll
-    for (int c = 0; c < T::kPanels; ++c)
-      tma_load(sh.v(st) + c * T::kKVPanel, &p.tm_v, sh.v_full(st), 64 * c, j * T::kBlockN, bh);
+  // One K or V tile into its stage, once the tile kStages before it has left.
+  template <class T, class Sh>
+  __device__ __forceinline__ static void load_stage(uint8_t* dst, const CUtensorMap* map,
+                                                    uint64_t* full, uint64_t* empty, int slot,
+                                                    int j, int bh) {
+    mbar_wait(empty, ((slot / Sh::kStages) & 1) ^ 1);
+    mbar_expect_bytes(full, T::kKVBytes);
+    T::Layout::template load<T, T::kBlockN>(dst, map, full, j * T::kBlockN, bh);
   }
 };

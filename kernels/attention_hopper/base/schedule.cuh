@@ -1,7 +1,20 @@
-// How the warpgroups share the SM: their roles and registers, and the order in which the
-// two consumer warpgroups issue their GEMMs.
+// How the work shares the GPU: which query tiles a block computes; and how the warpgroups
+// share the SM: their roles and registers, and the order in which the two consumer
+// warpgroups issue their GEMMs.
 #pragma once
+#include <algorithm>
+#include "base/tile.cuh"
 #include "base/tma.cuh"
+
+// Persistent blocks: without causal masking every query tile costs the same, so the launch
+// has one block per SM, and block b computes tiles b, b + grid, b + 2 grid, ...: the next
+// tile's Q and K/V load while the current one finishes, and no block starts cold after the
+// first. Causal tiles differ in length: one block each, the hardware handing the next (the
+// longest first) to whichever SM frees up.
+struct Persistent {
+  static int blocks(int tiles, bool causal, int sms) { return causal ? tiles : std::min(tiles, sms); }
+  __device__ __forceinline__ static int next(int t) { return t + gridDim.x; }
+};
 
 // Warp specialization: warpgroup 0 is the producer (the loader's copies, the producer's
 // registers), warpgroups 1.. are the consumers, which never load. The hooks a role without
@@ -13,11 +26,11 @@ struct WarpSpecialized {
   template <class Registers>
   __device__ __forceinline__ static void consumer_registers() { Registers::consumer(); }
   template <class T, class Loader, class Sh, class P>
-  __device__ __forceinline__ static void prefetch(const P&, const Sh&, int, int, int, int, int) {}
+  __device__ __forceinline__ static void prefetch(const P&, const Sh&, const Work&, int, int, int, int) {}
   template <class T, class Loader, class Sh, class P>
-  __device__ __forceinline__ static void refill_k(const P&, const Sh&, int, int, int, int, int) {}
+  __device__ __forceinline__ static void refill_k(const P&, const Sh&, int, int, int, int, int, int) {}
   template <class T, class Loader, class Sh, class P>
-  __device__ __forceinline__ static void refill_v(const P&, const Sh&, int, int, int, int, int) {}
+  __device__ __forceinline__ static void refill_v(const P&, const Sh&, int, int, int, int, int, int) {}
 };
 
 // Warp specialization with registers moved to where the math is: the producer warpgroup

@@ -1,31 +1,48 @@
-// The block's work and its shared memory: 128 query rows of one (batch, head), keys 128 at a
-// time, two consumer warpgroups of 64 query rows each (and the producer of the roles seam).
+// A block's work and its shared memory: tiles of 128 query rows of one (batch, head), keys
+// 128 at a time, two consumer warpgroups of 64 query rows each (and the producer of the
+// roles seam).
 #pragma once
 #include <cstdint>
 
-template <int D>
+// L: the tiles' shared-memory layout (the swizzle seam, base/layout.cuh), reached by everything
+// templated on the tile as T::Layout.
+template <int D, class L>
 struct HopperTile {
+  using Layout = L;
   static constexpr int kHeadDim = D;
   static constexpr int kBlockM = 128;             // query rows per block
   static constexpr int kBlockN = 128;             // keys per K/V tile
   static constexpr int kConsumers = 2;            // warpgroups of 64 rows (one wgmma M each)
-  static constexpr int kPanels = D / 64;          // 64-column (128-byte) panels: the swizzle's width
-  static constexpr int kQPanel = kBlockM * 128;   // bytes of one panel of a tile
-  static constexpr int kKVPanel = kBlockN * 128;
   static constexpr int kQBytes = kBlockM * D * 2;
   static constexpr int kKVBytes = kBlockN * D * 2;
 };
 
-// Byte offsets in dynamic shared memory: Q, the K ring, the V ring, then the mbarriers.
-// Every tile starts on 1024 bytes, the period of the 128-byte swizzle.
+// One query tile of a (batch, head): its first row, and how many key tiles it reads.
+struct Work {
+  int row0, bh, n_tiles;
+};
+// Query tile t of the launch: (batch, head) t / m_tiles, the longest tiles of a head first
+// when causal (the last rows see the most keys).
+template <class T, bool kCausal>
+__device__ __forceinline__ Work work_of(int t, int m_tiles, int seq_len) {
+  const int m = t % m_tiles;
+  const int row0 = (kCausal ? m_tiles - 1 - m : m) * T::kBlockM;
+  const int key_end = kCausal ? min(seq_len, row0 + T::kBlockM) : seq_len;
+  return {row0, t / m_tiles, (key_end + T::kBlockN - 1) / T::kBlockN};
+}
+
+// Byte offsets in dynamic shared memory: Q, the K ring, the V ring, the O tile on its way
+// out, then the mbarriers. Every tile starts on 1024 bytes, the period of the 128-byte
+// swizzle.
 template <class T, int kStages_>
 struct SmemPlan {
   static constexpr int kStages = kStages_;
   static constexpr int kQ = 0;
   static constexpr int kK = kQ + T::kQBytes;
   static constexpr int kV = kK + kStages * T::kKVBytes;
-  static constexpr int kBars = kV + kStages * T::kKVBytes;
-  static constexpr int kBytes = kBars + 8 * (1 + 4 * kStages) + 1024;  // + room to align
+  static constexpr int kO = kV + kStages * T::kKVBytes;
+  static constexpr int kBars = kO + T::kQBytes;
+  static constexpr int kBytes = kBars + 8 * (2 + 4 * kStages) + 1024;  // + room to align
 };
 
 // Pointers into one block's shared memory.
@@ -36,6 +53,7 @@ struct Shared {
   __device__ __forceinline__ uint8_t* q() const { return base + Plan::kQ; }
   __device__ __forceinline__ uint8_t* k(int st) const { return base + Plan::kK + st * T::kKVBytes; }
   __device__ __forceinline__ uint8_t* v(int st) const { return base + Plan::kV + st * T::kKVBytes; }
+  __device__ __forceinline__ uint8_t* o() const { return base + Plan::kO; }
   __device__ __forceinline__ uint64_t* bar(int i) const {
     return reinterpret_cast<uint64_t*>(base + Plan::kBars) + i;
   }
@@ -44,11 +62,12 @@ struct Shared {
   __device__ __forceinline__ uint64_t* v_full(int st) const { return bar(1 + Plan::kStages + st); }
   __device__ __forceinline__ uint64_t* k_empty(int st) const { return bar(1 + 2 * Plan::kStages + st); }
   __device__ __forceinline__ uint64_t* v_empty(int st) const { return bar(1 + 3 * Plan::kStages + st); }
+  __device__ __forceinline__ uint64_t* q_empty() const { return bar(1 + 4 * Plan::kStages); }
 };
 
-// The K/V ring: how many tiles in flight. D=128: Q 32 KB + 2 x (32 + 32) KB = 160 KB;
-// D=64: Q 16 KB + 4 x (16 + 16) KB = 144 KB (one block per SM either way: 384 threads
-// at up to 240 registers).
+// The K/V ring: how many tiles in flight. D=128: Q and O 2 x 32 KB + 2 x (32 + 32) KB =
+// 192 KB; D=64: 2 x 16 KB + 4 x (16 + 16) KB = 160 KB (one block per SM either way: 384
+// threads at up to 240 registers).
 struct Ring {
   template <int D> static constexpr int stages() { return D == 64 ? 4 : 2; }
 };

@@ -33,7 +33,7 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   } while (!done);
 }
 
-// ---- bulk tensor copies: a box of a (D, S, B*H) tensor, 128-byte swizzled in shared memory --
+// ---- bulk tensor copies: a box of a (D, S, B*H) tensor, laid out as its tensor map says ----
 __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int d,
                                          int row, int bh) {
   asm volatile(
@@ -46,8 +46,11 @@ __device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* sr
   asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
                ::"l"(map), "r"(smem_u32(src)), "r"(d), "r"(row), "r"(bh) : "memory");
 }
-__device__ __forceinline__ void tma_store_wait() {  // the stores have read shared memory
-  asm volatile("cp.async.bulk.commit_group;\n cp.async.bulk.wait_group.read 0;" ::: "memory");
+__device__ __forceinline__ void tma_store_commit() {  // the stores so far form one group
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+__device__ __forceinline__ void tma_store_wait() {  // every committed store has read shared memory
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 }
 // Ordinary shared-memory stores, made visible to the copy engine and the tensor cores.
 __device__ __forceinline__ void fence_async_smem() {
@@ -62,11 +65,13 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// ---- host: the tensor map of one FP16 (B*H, S, D) tensor, read or written box by box -------
-// Three dimensions (d, s, b*h) rather than two, so that a box past a head's last row is
-// filled with zeros (loads) or dropped (stores) instead of touching the next head.
-inline cudaError_t make_tensor_map(CUtensorMap* map, const void* ptr, int bh, int seq, int d,
-                                   int box_rows, bool swizzle = true) {
+// ---- host: a tensor map of FP16 data, read or written box by box ---------------------------
+// Encoded through the runtime's driver entry point (no -lcuda). `dims`, `box`: rank values,
+// innermost first; `strides`: rank - 1 byte strides of dims 1 ... The layout (base/layout.cuh)
+// chooses the dimensions, the box and the swizzle.
+inline cudaError_t encode_tensor_map(CUtensorMap* map, const void* ptr, int rank,
+                                     const cuuint64_t* dims, const cuuint64_t* strides,
+                                     const cuuint32_t* box, CUtensorMapSwizzle swizzle) {
   static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found;
@@ -77,15 +82,9 @@ inline cudaError_t make_tensor_map(CUtensorMap* map, const void* ptr, int bh, in
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
   }();
   if (encode == nullptr) return cudaErrorNotSupported;
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(seq),
-                              static_cast<cuuint64_t>(bh)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(d) * 2,
-                                 static_cast<cuuint64_t>(seq) * d * 2};  // bytes, dims 1 and 2
-  const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(box_rows), 1};  // 64 halves = 128 B
-  const cuuint32_t unit[3] = {1, 1, 1};
-  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3, const_cast<void*>(ptr), dims,
-                            strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            swizzle ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+  const cuuint32_t unit[5] = {1, 1, 1, 1, 1};
+  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, rank, const_cast<void*>(ptr), dims,
+                            strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }

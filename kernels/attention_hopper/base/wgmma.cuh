@@ -7,15 +7,16 @@
 #pragma once
 #include <cstdint>
 
-// A descriptor of a tile in shared memory, 128-byte swizzled rows (the layout TMA writes).
-// K-major (rows along M or N, the reduction dim contiguous): 8-row groups 1024 B apart.
-__device__ __forceinline__ uint64_t desc_k_major(uint32_t addr) {
-  return ((addr & 0x3FFFFu) >> 4) | (1ull << 16) | (uint64_t(1024 >> 4) << 32) | (1ull << 62);
-}
-// MN-major (rows along K, M or N contiguous in 64-element panels `panel_bytes` apart).
-__device__ __forceinline__ uint64_t desc_mn_major(uint32_t addr, uint32_t panel_bytes) {
-  return ((addr & 0x3FFFFu) >> 4) | (uint64_t(panel_bytes >> 4) << 16) |
-         (uint64_t(1024 >> 4) << 32) | (1ull << 62);
+// A shared-memory matrix descriptor (the PTX ISA's "Matrix Descriptor Format"): bits 0-13
+// the start address, 16-29 the leading dimension byte offset (LBO), 32-45 the stride
+// dimension byte offset (SBO), each >> 4; 49-51 the base offset (0: every tile starts on
+// 1024 bytes); 62-63 the swizzle mode. What LBO and SBO mean depends on the swizzle mode and
+// on the operand's major-ness: the layout that owns the tile says (base/layout.cuh).
+constexpr uint32_t kSmemDescNone = 0, kSmemDesc128B = 1;  // (64B = 2, 32B = 3: not used)
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo,
+                                              uint32_t mode) {
+  return ((addr & 0x3FFFFu) >> 4) | (uint64_t((lbo & 0x3FFFFu) >> 4) << 16) |
+         (uint64_t((sbo & 0x3FFFFu) >> 4) << 32) | (uint64_t(mode) << 62);
 }
 
 __device__ __forceinline__ void wgmma_fence() {  // registers written before this are visible

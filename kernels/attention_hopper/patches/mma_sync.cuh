@@ -10,11 +10,6 @@
 #include "base/tma.cuh"
 
 struct WarpMma {
-  // Byte offset of 16-byte chunk c of row r in a tile of 128-byte-swizzled 64-column panels.
-  template <int kRows>
-  __device__ __forceinline__ static uint32_t at(int r, int c) {
-    return (c / 8) * kRows * 128 + r * 128 + ((c % 8) ^ (r & 7)) * 16;
-  }
   __device__ __forceinline__ static void ldsm4(uint32_t (&r)[4], uint32_t addr, bool trans) {
     if (trans)
       asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
@@ -30,19 +25,22 @@ struct WarpMma {
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
 
+  // Fragment addresses: chunk c of row r at the tiles' layout's offset (T::Layout, relative to
+  // the warpgroup's first row for Q).
   template <class T>  // this warp's 16 rows of S = Q K^T
   __device__ __forceinline__ static void qk(float (&s)[T::kBlockN / 2], const uint8_t* q, const uint8_t* k) {
+    using L = typename T::Layout;
     const int lane = threadIdx.x & 31, row = ((threadIdx.x >> 5) & 3) * 16 + (lane & 15);
 #pragma unroll
     for (int i = 0; i < T::kBlockN / 2; ++i) s[i] = 0.f;
 #pragma unroll
     for (int ks = 0; ks < T::kHeadDim / 16; ++ks) {
       uint32_t a[4];
-      ldsm4(a, smem_u32(q) + at<T::kBlockM>(row, 2 * ks + lane / 16), false);
+      ldsm4(a, smem_u32(q) + L::template offset<T::kBlockM>(row, 2 * ks + lane / 16), false);
 #pragma unroll
       for (int nb = 0; nb < T::kBlockN / 16; ++nb) {
         uint32_t b[4];
-        ldsm4(b, smem_u32(k) + at<T::kBlockN>(nb * 16 + (lane / 16) * 8 + (lane & 7), 2 * ks + (lane / 8) % 2), false);
+        ldsm4(b, smem_u32(k) + L::template offset<T::kBlockN>(nb * 16 + (lane / 16) * 8 + (lane & 7), 2 * ks + (lane / 8) % 2), false);
         mma(&s[8 * nb], a, b[0], b[1]);
         mma(&s[8 * nb + 4], a, b[2], b[3]);
       }
@@ -51,6 +49,7 @@ struct WarpMma {
   template <class T>  // this warp's 16 rows of O += P V
   __device__ __forceinline__ static void pv(float (&o)[T::kHeadDim / 2], const uint32_t (&p)[T::kBlockN / 4],
                                             const uint8_t* v) {
+    using L = typename T::Layout;
     const int lane = threadIdx.x & 31;
 #pragma unroll
     for (int kk = 0; kk < T::kBlockN / 16; ++kk) {
@@ -58,7 +57,7 @@ struct WarpMma {
 #pragma unroll
       for (int dp = 0; dp < T::kHeadDim / 16; ++dp) {
         uint32_t b[4];
-        ldsm4(b, smem_u32(v) + at<T::kBlockN>(kk * 16 + (lane & 7) + ((lane / 8) % 2) * 8, 2 * dp + lane / 16), true);
+        ldsm4(b, smem_u32(v) + L::template offset<T::kBlockN>(kk * 16 + (lane & 7) + ((lane / 8) % 2) * 8, 2 * dp + lane / 16), true);
         mma(&o[8 * dp], a, b[0], b[1]);
         mma(&o[8 * dp + 4], a, b[2], b[3]);
       }

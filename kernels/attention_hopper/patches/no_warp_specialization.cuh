@@ -8,6 +8,8 @@
 #ifdef ABLATE_SEAM_ROLES
 #error "no_warp_specialization: another pathology already replaces the roles seam"
 #endif
+#include "base/tile.cuh"
+
 struct ConsumersLoad {
   static constexpr int kProducers = 0;
   template <class T> static constexpr int threads() { return 128 * T::kConsumers; }
@@ -15,26 +17,26 @@ struct ConsumersLoad {
   template <class Registers>
   __device__ __forceinline__ static void consumer_registers() {}
   template <class T, class Loader, class Sh, class P>  // Q and the first kStages K/V tiles
-  __device__ __forceinline__ static void prefetch(const P& p, const Sh& sh, int row0, int bh,
-                                                  int n_tiles, int wg, int tid) {
+  __device__ __forceinline__ static void prefetch(const P& p, const Sh& sh, const Work& w,
+                                                  int slot0, int count, int wg, int tid) {
     if (wg != 0) return;
-    Loader::template load_q<T>(p, sh, row0, bh, tid);
-    for (int j = 0; j < n_tiles && j < Sh::kStages; ++j) {
-      Loader::template load_k<T>(p, sh, j, bh, tid);
-      Loader::template load_v<T>(p, sh, j, bh, tid);
+    Loader::template load_q<T>(p, sh, w.row0, w.bh, count, tid);
+    for (int j = 0; j < w.n_tiles && j < Sh::kStages; ++j) {
+      Loader::template load_k<T>(p, sh, slot0 + j, j, w.bh, tid);
+      Loader::template load_v<T>(p, sh, slot0 + j, j, w.bh, tid);
     }
     __syncwarp();
   }
   template <class T, class Loader, class Sh, class P>  // tile j into the stage tile j - kStages left
-  __device__ __forceinline__ static void refill_k(const P& p, const Sh& sh, int j, int n_tiles,
-                                                  int bh, int wg, int tid) {
-    if (wg == 0 && j < n_tiles) Loader::template load_k<T>(p, sh, j, bh, tid);
+  __device__ __forceinline__ static void refill_k(const P& p, const Sh& sh, int slot, int j,
+                                                  int n_tiles, int bh, int wg, int tid) {
+    if (wg == 0 && j < n_tiles) Loader::template load_k<T>(p, sh, slot, j, bh, tid);
     __syncwarp();
   }
   template <class T, class Loader, class Sh, class P>
-  __device__ __forceinline__ static void refill_v(const P& p, const Sh& sh, int j, int n_tiles,
-                                                  int bh, int wg, int tid) {
-    if (wg == 0 && j < n_tiles) Loader::template load_v<T>(p, sh, j, bh, tid);
+  __device__ __forceinline__ static void refill_v(const P& p, const Sh& sh, int slot, int j,
+                                                  int n_tiles, int bh, int wg, int tid) {
+    if (wg == 0 && j < n_tiles) Loader::template load_v<T>(p, sh, slot, j, bh, tid);
     __syncwarp();
   }
 };
