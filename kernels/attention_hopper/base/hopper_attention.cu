@@ -110,12 +110,13 @@ struct Consumer {
 
   __device__ __forceinline__ void take_turn() { Turns::take_turn(wg); }
   __device__ __forceinline__ void pass_turn(bool last) { Turns::pass_turn(wg, last); }
-  __device__ __forceinline__ uint8_t* rows() const {  // this warpgroup's first row of the Q tile
-    return sh.q() + T::Layout::template offset<T::kBlockM>(64 * wg, 0);
+  // This warpgroup's first row in a tile of kBlockM rows (Q, or O on its way out).
+  __device__ __forceinline__ uint8_t* rows(uint8_t* tile) const {
+    return tile + T::Layout::template offset<T::kBlockM>(64 * wg, 0);
   }
   __device__ __forceinline__ void issue_qk(int j) {
     mbar_wait(sh.k_full(stage(j)), phase(j));
-    Mma::template qk<T>(s, rows(), sh.k(stage(j)));
+    Mma::template qk<T>(s, rows(sh.q()), sh.k(stage(j)));
   }
   __device__ __forceinline__ void issue_pv(int j) {
     mbar_wait(sh.v_full(stage(j)), phase(j));
@@ -159,7 +160,7 @@ struct Consumer {
   // store them, rows past the sequence end dropped, and goes on without waiting.
   __device__ __forceinline__ void store() {
     stats.finish(o);
-    uint8_t* out = sh.o() + T::Layout::template offset<T::kBlockM>(64 * wg, 0);
+    uint8_t* out = rows(sh.o());
     if (tid == 0) tma_store_wait();
     bar_sync(3 + wg, 128);
     const int lane = tid & 31;
