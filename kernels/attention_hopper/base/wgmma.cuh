@@ -39,6 +39,13 @@ __device__ __forceinline__ void fence_registers(float (&d)[N]) {
 #define ABLATE_F8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), \
     "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
 
+// The accumulator operands %0 .. %(N/2 - 1) of an m64nNk16 wgmma, as the asm text names them.
+#define ABLATE_D32 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define ABLATE_D64 ABLATE_D32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, " \
+    "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, " \
+    "%61, %62, %63"
+
 // d (64 x N, FP32) (+)= A (64 x 16, FP16, shared, K-major) * B (16 x N, FP16, shared, K-major)
 template <int N> __device__ void wgmma_ss(float (&d)[N / 2], uint64_t a, uint64_t b, int accumulate);
 // d (64 x N, FP32) += A (64 x 16, FP16 registers) * B (16 x N, FP16, shared, MN-major)
@@ -50,8 +57,7 @@ __device__ __forceinline__ void wgmma_ss<64>(float (&d)[32], uint64_t a, uint64_
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      ABLATE_D32
       "}, %32, %33, p, 1, 1, 0, 0;\n}"
       : ABLATE_F8(0), ABLATE_F8(8), ABLATE_F8(16), ABLATE_F8(24)
       : "l"(a), "l"(b), "r"(accumulate));
@@ -61,8 +67,7 @@ __device__ __forceinline__ void wgmma_rs<64>(float (&d)[32], const uint32_t (&a)
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      ABLATE_D32
       "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}"
       : ABLATE_F8(0), ABLATE_F8(8), ABLATE_F8(16), ABLATE_F8(24)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
@@ -73,10 +78,7 @@ __device__ __forceinline__ void wgmma_ss<128>(float (&d)[64], uint64_t a, uint64
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      ABLATE_D64
       "}, %64, %65, p, 1, 1, 0, 0;\n}"
       : ABLATE_F8(0), ABLATE_F8(8), ABLATE_F8(16), ABLATE_F8(24), ABLATE_F8(32), ABLATE_F8(40), ABLATE_F8(48), ABLATE_F8(56)
       : "l"(a), "l"(b), "r"(accumulate));
@@ -86,12 +88,11 @@ __device__ __forceinline__ void wgmma_rs<128>(float (&d)[64], const uint32_t (&a
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      ABLATE_D64
       "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}"
       : ABLATE_F8(0), ABLATE_F8(8), ABLATE_F8(16), ABLATE_F8(24), ABLATE_F8(32), ABLATE_F8(40), ABLATE_F8(48), ABLATE_F8(56)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
 }
 #undef ABLATE_F8
+#undef ABLATE_D32
+#undef ABLATE_D64
