@@ -26,8 +26,8 @@
 #include "base/mainloop.cuh"
 
 // ---- Seams: the base's choice for each stage --------------------------------------------
-#ifndef ABLATE_SEAM_SCHEDULE     // which query tiles a block computes
-#define ABLATE_SEAM_SCHEDULE Persistent
+#ifndef ABLATE_SEAM_SCHEDULE     // which query tiles (and which of their keys) a block computes
+#define ABLATE_SEAM_SCHEDULE StreamK
 #endif
 #ifndef ABLATE_SEAM_LOADER       // who moves Q, K, V into shared memory, and how
 #define ABLATE_SEAM_LOADER TmaLoader
@@ -80,15 +80,15 @@ struct Params {
 template <class T>
 using Plan = SmemPlan<T, Pipeline::template stages<T::kHeadDim>()>;
 
-// One consumer warpgroup on one query tile: 64 query rows against every key tile, one
-// method per stage.
+// One consumer warpgroup on one query tile: 64 query rows against the key tiles of the block's
+// work (all of them, unless the tile is split between two blocks), one method per stage.
 template <class T, bool kCausal>
 struct Consumer {
   using Sh = Shared<T, Plan<T>>;
   const Params& p;
   const Sh& sh;
   const int wg, tid, row0;         // warpgroup 0 or 1; thread in it; its first query row
-  const int bh, n_tiles;           // its (batch, head); its key tiles
+  const int bh, j0, n_tiles;       // its (batch, head); its first key tile, and how many
   const int slot0;                 // key tiles through the ring before this query tile's
   float s[T::kBlockN / 2];         // scores of the newest key tile, then its probabilities
   uint32_t pf[T::kBlockN / 4];     // those probabilities as FP16 A fragments
@@ -97,8 +97,8 @@ struct Consumer {
 
   __device__ Consumer(const Params& p_, const Sh& sh_, int wg_, int tid_, const Work& w, int slot0_,
                       int count)
-      : p(p_), sh(sh_), wg(wg_), tid(tid_), row0(w.row0 + 64 * wg_), bh(w.bh), n_tiles(w.n_tiles),
-        slot0(slot0_) {
+      : p(p_), sh(sh_), wg(wg_), tid(tid_), row0(w.row0 + 64 * wg_), bh(w.bh), j0(w.j0),
+        n_tiles(w.j1 - w.j0), slot0(slot0_) {
 #pragma unroll
     for (int i = 0; i < T::kHeadDim / 2; ++i) o[i] = 0.f;
     Turns::start(wg);
@@ -129,21 +129,21 @@ struct Consumer {
     fence_registers(o);
   }
   // A stage released (with the last K, Q too: the next query tile may load), roles without
-  // a producer refill it with tile j + kStages.
+  // a producer refill it with tile j + kStages. j counts from the work's first key tile.
   __device__ __forceinline__ void release_k(int j) {
     mbar_arrive(sh.k_empty(stage(j)));
     if (j == n_tiles - 1) mbar_arrive(sh.q_empty());
-    Roles::template refill_k<T, Loader>(p, sh, slot0 + j + Sh::kStages, j + Sh::kStages, n_tiles,
-                                        bh, wg, tid);
+    Roles::template refill_k<T, Loader>(p, sh, slot0 + j + Sh::kStages, j0 + j + Sh::kStages,
+                                        j0 + n_tiles, bh, wg, tid);
   }
   __device__ __forceinline__ void release_v(int j) {
     mbar_arrive(sh.v_empty(stage(j)));
-    Roles::template refill_v<T, Loader>(p, sh, slot0 + j + Sh::kStages, j + Sh::kStages, n_tiles,
-                                        bh, wg, tid);
+    Roles::template refill_v<T, Loader>(p, sh, slot0 + j + Sh::kStages, j0 + j + Sh::kStages,
+                                        j0 + n_tiles, bh, wg, tid);
   }
 
   __device__ __forceinline__ void softmax(int j) {
-    const int col0 = j * T::kBlockN;
+    const int col0 = (j0 + j) * T::kBlockN;
     // Only the tile holding the sequence end, and tiles crossing the diagonal, need a mask.
     if (col0 + T::kBlockN > p.seq_len || (kCausal && col0 + T::kBlockN - 1 > row0)) {
       const int lane = tid & 31;
@@ -154,6 +154,32 @@ struct Consumer {
   }
   __device__ __forceinline__ void rescale() { stats.rescale(o); }
   __device__ __forceinline__ void to_p() { to_fp16(s, pf); }
+
+  // A split tile (base/partials.cuh). With its last keys: O, maxima and sums as they stand,
+  // left for the block before, which has the first keys.
+  __device__ __forceinline__ void leave_partial() {
+#pragma unroll
+    for (int i = 0; i < T::kHeadDim / 2; i += 4)
+      __stcg(partial_vector(blockIdx.x, wg, i / 4, tid), make_float4(o[i], o[i + 1], o[i + 2], o[i + 3]));
+    __stcg(partial_vector(blockIdx.x, wg, T::kHeadDim / 8, tid),
+           make_float4(stats.m[0], stats.m[1], stats.l[0], stats.l[1]));
+    bar_sync(3 + wg, 128);
+    if (tid == 0) partial_raise(blockIdx.x, wg);
+  }
+  // With its first keys: the next block's part merged in, once it is there.
+  __device__ __forceinline__ void add_partial() {
+    const int slot = blockIdx.x + 1;
+    if (tid == 0) partial_wait(slot, wg);
+    bar_sync(3 + wg, 128);
+    float o2[T::kHeadDim / 2];
+#pragma unroll
+    for (int i = 0; i < T::kHeadDim / 2; i += 4) {
+      const float4 v = __ldcg(partial_vector(slot, wg, i / 4, tid));
+      o2[i] = v.x, o2[i + 1] = v.y, o2[i + 2] = v.z, o2[i + 3] = v.w;
+    }
+    const float4 ml = __ldcg(partial_vector(slot, wg, T::kHeadDim / 8, tid));
+    stats.merge(o, o2, {ml.x, ml.y}, {ml.z, ml.w}, p.scale_log2);
+  }
 
   // O / l in FP16 into this warpgroup's rows of the O tile (in the layout TMA reads), once
   // the previous query tile's store has read them out; then one thread has the copy engine
@@ -202,14 +228,16 @@ __global__ void __launch_bounds__(Roles::template threads<T>(), 1) hopper_attent
   }
   __syncthreads();
 
-  // Every warpgroup walks the block's query tiles in the same order; `slot` counts the key
-  // tiles that have gone through the ring, `count` the query tiles.
+  // Every warpgroup walks the block's work in the same order; `slot` counts the key tiles that
+  // have gone through the ring, `count` the query tiles.
+  const QueryTiles q{m_tiles, tiles, p.seq_len};
+  int slot = 0, count = 0;
   if (Roles::producer(wg)) {
     Registers::producer();
-    for (int t = blockIdx.x, slot = 0, count = 0; t < tiles; t = Schedule::next(t), ++count) {
-      const Work w = work_of<T, kCausal>(t, m_tiles, p.seq_len);
+    for (Work w = Schedule::template first<T, kCausal>(q); w.t < tiles;
+         w = Schedule::template next<T, kCausal>(w, q), ++count) {
       Loader::template load_q<T>(p, sh, w.row0, w.bh, count, tid);
-      for (int j = 0; j < w.n_tiles; ++j, ++slot) {
+      for (int j = w.j0; j < w.j1; ++j, ++slot) {
         Loader::template load_k<T>(p, sh, slot, j, w.bh, tid);
         Loader::template load_v<T>(p, sh, slot, j, w.bh, tid);
       }
@@ -217,13 +245,18 @@ __global__ void __launch_bounds__(Roles::template threads<T>(), 1) hopper_attent
   } else {
     Roles::template consumer_registers<Registers>();
     const int cwg = wg - Roles::kProducers;
-    for (int t = blockIdx.x, slot = 0, count = 0; t < tiles; t = Schedule::next(t), ++count) {
-      const Work w = work_of<T, kCausal>(t, m_tiles, p.seq_len);
+    for (Work w = Schedule::template first<T, kCausal>(q); w.t < tiles;
+         w = Schedule::template next<T, kCausal>(w, q), ++count) {
       Roles::template prefetch<T, Loader>(p, sh, w, slot, count, cwg, tid);
       Consumer<T, kCausal> c(p, sh, cwg, tid, w, slot, count);
-      MainLoop::run(c, w.n_tiles);
-      c.store();
-      slot += w.n_tiles;
+      MainLoop::run(c, w.j1 - w.j0);
+      if (w.j0 > 0) {                       // the tile's last keys: the block before stores it
+        c.leave_partial();
+      } else {
+        if (w.j1 < w.n_tiles) c.add_partial();  // the next block has its last keys
+        c.store();
+      }
+      slot += w.j1 - w.j0;
     }
     if (tid == 0) tma_store_wait();  // the last O tile has left shared memory
   }

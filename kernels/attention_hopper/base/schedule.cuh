@@ -5,15 +5,68 @@
 #include <algorithm>
 #include "base/tile.cuh"
 #include "base/tma.cuh"
+#include "base/partials.cuh"
 
-// Persistent blocks: without causal masking every query tile costs the same, so the launch
-// has one block per SM, and block b computes tiles b, b + grid, b + 2 grid, ...: the next
-// tile's Q and K/V load while the current one finishes, and no block starts cold after the
-// first. Causal tiles differ in length: one block each, the hardware handing the next (the
-// longest first) to whichever SM frees up.
-struct Persistent {
-  static int blocks(int tiles, bool causal, int sms) { return causal ? tiles : std::min(tiles, sms); }
-  __device__ __forceinline__ static int next(int t) { return t + gridDim.x; }
+// Persistent blocks sharing the work evenly (stream-K): without causal masking every query
+// tile costs the same n key tiles, so the launch has one block per SM, and block b computes
+// tiles b, b + grid, b + 2 grid, ... (the next tile's Q and K/V load while the current one
+// finishes; the tiles running at once are neighbours, sharing their heads' K/V in L2). That
+// alone would leave SMs idle in a last, partial wave (1024 tiles on 132 SMs: 8 tiles on 100
+// SMs, 7 on the others), so the last full wave and the partial one are shared out by keys
+// instead: block b takes the b-th of equal runs through their tiles x n key tiles (7.76
+// tiles' worth in all for each block, not 8 or 7). A run starting inside a tile computes that
+// tile's last keys and hands its partial result to the block before (base/partials.cuh); a
+// run holds at least n keys, so a tile is split in two at most. Only at D = 128: at D = 64
+// the last partial wave costs nothing measurable (docs/benchmarks.md), so all tiles are
+// whole there. Causal tiles differ in length: one block each, the hardware handing the next
+// (the longest first) to whichever SM frees up.
+struct StreamK {
+  static constexpr int kMaxBlocks = kPartialSlots;
+  static int blocks(int tiles, bool causal, int sms) {
+    return causal ? tiles : std::min({tiles, sms, kMaxBlocks});
+  }
+  template <class T, bool kCausal>
+  __device__ __forceinline__ static Work first(const QueryTiles& q) {
+    const Work w = work_of<T, kCausal>(blockIdx.x, q);
+    if (kCausal || !splits<T>() || w.t < whole_tiles<T>(q)) return w;
+    return shared<T>(run_start<T>(blockIdx.x, w.n_tiles, q), w.n_tiles, q);
+  }
+  template <class T, bool kCausal>
+  __device__ __forceinline__ static Work next(const Work& w, const QueryTiles& q) {
+    if (kCausal) return work_of<T, kCausal>(q.count, q);  // its one tile, then done
+    const int whole = whole_tiles<T>(q), n = w.n_tiles;
+    if (w.t >= whole) return shared<T>((w.t - whole) * n + w.j1, n, q);
+    const int t = w.t + gridDim.x;
+    if (!splits<T>() || t < whole) return work_of<T, false>(t, q);
+    return shared<T>(run_start<T>(blockIdx.x, n, q), n, q);
+  }
+
+  // Whether tiles are split at all (D = 128; see above).
+  template <class T>
+  __host__ __device__ static constexpr bool splits() { return T::kHeadDim == 128; }
+  // The tiles computed whole, a grid apart: all of them at D = 64 or when they fill the last
+  // wave, otherwise all but the last full wave and the partial one.
+  template <class T>
+  __device__ __forceinline__ static int whole_tiles(const QueryTiles& q) {
+    if (!splits<T>() || q.count % gridDim.x == 0) return q.count;
+    return (q.count / gridDim.x - 1) * gridDim.x;
+  }
+  // Where block b's run starts, as key tile u of the shared tiles (n key tiles each; fewer
+  // than 2 x 144 tiles, so u fits an int for sequences up to 6 million keys).
+  template <class T>
+  __device__ __forceinline__ static int run_start(int b, int n, const QueryTiles& q) {
+    return (q.count - whole_tiles<T>(q)) * n * b / gridDim.x;
+  }
+  // The work from key tile u of the shared tiles to the end of this block's run, or past the
+  // last tile once the run is done.
+  template <class T>
+  __device__ __forceinline__ static Work shared(int u, int n, const QueryTiles& q) {
+    const int end = run_start<T>(blockIdx.x + 1, n, q);
+    Work w = work_of<T, false>(u < end ? whole_tiles<T>(q) + u / n : q.count, q);
+    w.j0 = u % n;
+    w.j1 = min(n, w.j0 + end - u);
+    return w;
+  }
 };
 
 // Warp specialization: warpgroup 0 is the producer (the loader's copies, the producer's

@@ -63,6 +63,25 @@ struct OnlineSoftmax {
     for (int i = 0; i < N; ++i) o[i] *= corr[(i >> 1) & 1];
   }
 
+  // Joins another pass over other keys of the same rows (its O, maxima m2 and sums l2): both
+  // sides rescaled to the larger maximum, as update does.
+  template <int N>
+  __device__ __forceinline__ void merge(float (&o)[N], const float (&o2)[N], const float (&m2)[2],
+                                        const float (&l2)[2], float scale_log2) {
+    float a[2], b[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float mx = fmaxf(m[h], m2[h]);
+      const float base = mx == -INFINITY ? 0.f : mx * scale_log2;
+      a[h] = fast_exp2(m[h] * scale_log2 - base);
+      b[h] = fast_exp2(m2[h] * scale_log2 - base);
+      l[h] = l[h] * a[h] + l2[h] * b[h];
+      m[h] = mx;
+    }
+#pragma unroll
+    for (int i = 0; i < N; ++i) o[i] = o[i] * a[(i >> 1) & 1] + o2[i] * b[(i >> 1) & 1];
+  }
+
   // O / l, with l summed over the quad; rows with no key (none here) would give 0.
   template <int N>
   __device__ __forceinline__ void finish(float (&o)[N]) {

@@ -17,18 +17,26 @@ struct HopperTile {
   static constexpr int kKVBytes = kBlockN * D * 2;
 };
 
-// One query tile of a (batch, head): its first row, and how many key tiles it reads.
-struct Work {
-  int row0, bh, n_tiles;
+// The query tiles of a launch: kBlockM rows of each (batch, head), `per_head` of them a head,
+// `count` in all.
+struct QueryTiles {
+  int per_head, count, seq_len;
 };
-// Query tile t of the launch: (batch, head) t / m_tiles, the longest tiles of a head first
-// when causal (the last rows see the most keys).
+// A block's work on one query tile: key tiles [j0, j1) of the n_tiles its rows read. A tile's
+// keys split between two blocks (base/partials.cuh) give j0 > 0 to one and j1 < n_tiles to
+// the other; t past the last tile ends a block's walk.
+struct Work {
+  int t, row0, bh, j0, j1, n_tiles;
+};
+// Query tile t of the launch, all of its keys: (batch, head) t / per_head, the longest tiles
+// of a head first when causal (the last rows see the most keys).
 template <class T, bool kCausal>
-__device__ __forceinline__ Work work_of(int t, int m_tiles, int seq_len) {
-  const int m = t % m_tiles;
-  const int row0 = (kCausal ? m_tiles - 1 - m : m) * T::kBlockM;
-  const int key_end = kCausal ? min(seq_len, row0 + T::kBlockM) : seq_len;
-  return {row0, t / m_tiles, (key_end + T::kBlockN - 1) / T::kBlockN};
+__device__ __forceinline__ Work work_of(int t, const QueryTiles& q) {
+  const int m = t % q.per_head;
+  const int row0 = (kCausal ? q.per_head - 1 - m : m) * T::kBlockM;
+  const int key_end = kCausal ? min(q.seq_len, row0 + T::kBlockM) : q.seq_len;
+  const int n_tiles = (key_end + T::kBlockN - 1) / T::kBlockN;
+  return {t, row0, t / q.per_head, 0, n_tiles, n_tiles};
 }
 
 // Byte offsets in dynamic shared memory: Q, the K ring, the V ring, the O tile on its way

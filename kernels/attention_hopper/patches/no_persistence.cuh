@@ -6,11 +6,18 @@
 #ifdef ABLATE_SEAM_SCHEDULE
 #error "no_persistence: another pathology already replaces the schedule seam"
 #endif
-#include <climits>
+#include "base/tile.cuh"
 
 struct OneTilePerBlock {
   static int blocks(int tiles, bool, int) { return tiles; }
-  __device__ __forceinline__ static int next(int) { return INT_MAX; }  // its one tile, then done
+  template <class T, bool kCausal>
+  __device__ __forceinline__ static Work first(const QueryTiles& q) {
+    return work_of<T, kCausal>(blockIdx.x, q);
+  }
+  template <class T, bool kCausal>  // its one tile, then done
+  __device__ __forceinline__ static Work next(const Work&, const QueryTiles& q) {
+    return work_of<T, kCausal>(q.count, q);
+  }
 };
 #define ABLATE_SEAM_SCHEDULE OneTilePerBlock
 #endif

@@ -21,22 +21,22 @@ struct ConsumersLoad {
                                                   int slot0, int count, int wg, int tid) {
     if (wg != 0) return;
     Loader::template load_q<T>(p, sh, w.row0, w.bh, count, tid);
-    for (int j = 0; j < w.n_tiles && j < Sh::kStages; ++j) {
-      Loader::template load_k<T>(p, sh, slot0 + j, j, w.bh, tid);
-      Loader::template load_v<T>(p, sh, slot0 + j, j, w.bh, tid);
+    for (int j = w.j0; j < w.j1 && j < w.j0 + Sh::kStages; ++j) {
+      Loader::template load_k<T>(p, sh, slot0 + j - w.j0, j, w.bh, tid);
+      Loader::template load_v<T>(p, sh, slot0 + j - w.j0, j, w.bh, tid);
     }
     __syncwarp();
   }
-  template <class T, class Loader, class Sh, class P>  // tile j into the stage tile j - kStages left
+  template <class T, class Loader, class Sh, class P>  // key tile j (before `end`) into the stage tile j - kStages left
   __device__ __forceinline__ static void refill_k(const P& p, const Sh& sh, int slot, int j,
-                                                  int n_tiles, int bh, int wg, int tid) {
-    if (wg == 0 && j < n_tiles) Loader::template load_k<T>(p, sh, slot, j, bh, tid);
+                                                  int end, int bh, int wg, int tid) {
+    if (wg == 0 && j < end) Loader::template load_k<T>(p, sh, slot, j, bh, tid);
     __syncwarp();
   }
   template <class T, class Loader, class Sh, class P>
   __device__ __forceinline__ static void refill_v(const P& p, const Sh& sh, int slot, int j,
-                                                  int n_tiles, int bh, int wg, int tid) {
-    if (wg == 0 && j < n_tiles) Loader::template load_v<T>(p, sh, slot, j, bh, tid);
+                                                  int end, int bh, int wg, int tid) {
+    if (wg == 0 && j < end) Loader::template load_v<T>(p, sh, slot, j, bh, tid);
     __syncwarp();
   }
 };
