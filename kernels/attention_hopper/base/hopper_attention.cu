@@ -2,7 +2,8 @@
 // FP16 in and out, FP32 softmax statistics and O accumulator. The copy engine (TMA) fills a
 // ring of K/V tiles for the tensor cores' asynchronous MMAs (wgmma); a producer warpgroup
 // issues the copies, two consumer warpgroups compute, taking turns on the tensor cores; a
-// block stays on its SM for query tile after query tile.
+// block stays on its SM for query tile after query tile, and at D = 128 the last waves'
+// tiles are shared out by keys so that every SM gets the same work (stream-K).
 //
 // Every optimization sits behind one seam below. A pathology patch (../patches/,
 // force-included ahead of this file) redefines one ABLATE_SEAM_* macro to its own stage.

@@ -4,7 +4,8 @@
 // before it, waits for the flag, merges them into its own and stores the tile. Each consumer
 // thread writes and reads only its own fragments, so the slots are laid out thread-fastest
 // (coalesced); one slot per leaving block, one flag per warpgroup. The reader lowers the
-// flag again, so every launch starts with all of them down.
+// flag again, so every launch starts with all of them down. The slots belong to the library
+// (one array per device): launches of it must not overlap in time on one device.
 #pragma once
 #include <cstdint>
 
