@@ -230,7 +230,7 @@ __global__ void __launch_bounds__(Roles::template threads<T>(), 1) hopper_attent
   __syncthreads();
 
   // Every warpgroup walks the block's work in the same order; `slot` counts the key tiles that
-  // have gone through the ring, `count` the query tiles.
+  // have gone through the ring, `count` the works (each loads its query tile's Q once).
   const QueryTiles q{m_tiles, tiles, p.seq_len};
   int slot = 0, count = 0;
   if (Roles::producer(wg)) {

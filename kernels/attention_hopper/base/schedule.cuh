@@ -41,7 +41,9 @@ struct StreamK {
     return shared<T>(run_start<T>(blockIdx.x, n, q), n, q);
   }
 
-  // Whether tiles are split at all (D = 128; see above).
+  // Whether tiles are split at all (D = 128; see above). first and next test it as well as
+  // whole_tiles does, so that at D = 64 the compiler drops the hand-over (the kernel is then
+  // no_stream_k's, instruction for instruction).
   template <class T>
   __host__ __device__ static constexpr bool splits() { return T::kHeadDim == 128; }
   // The tiles computed whole, a grid apart: all of them at D = 64 or when they fill the last
