@@ -28,25 +28,25 @@ static:  ## every pathology, binaries only: no GPU needed
 	$(PYTHON) -m ablate -m $(CHOICES) 'pathology=glob(*)' mode=static $(ARGS)
 
 rank:  ## the latest sweep ranked (SWEEP=<id> for another, KERNEL=<name> for a kernel's latest)
-	$(PYTHON) -m ablate.rank $(if $(SWEEP),--sweep '$(SWEEP)') $(if $(KERNEL),--kernel '$(KERNEL)')
+	$(PYTHON) -m ablate.report.rank $(if $(SWEEP),--sweep '$(SWEEP)') $(if $(KERNEL),--kernel '$(KERNEL)')
 
 compare:  ## two sweeps side by side, the results that disagree beyond their intervals flagged: make compare A=<id> B=<id>
 	@if [ -z "$(A)" ] || [ -z "$(B)" ]; then echo "make compare A=<sweep id> B=<sweep id>: both are needed"; exit 1; fi
-	$(PYTHON) -m ablate.rank --compare '$(A)' '$(B)'
+	$(PYTHON) -m ablate.report.rank --compare '$(A)' '$(B)'
 
 calibrate:  ## the calibrations (conf/calibration/: effects known by construction) timed, then whether each interval covers its truth
 	$(PYTHON) -m ablate -m $(CHOICES) 'calibration=glob(*)' $(ARGS)
-	$(PYTHON) -m ablate.rank $(if $(KERNEL),--kernel '$(KERNEL)')
+	$(PYTHON) -m ablate.report.rank $(if $(KERNEL),--kernel '$(KERNEL)')
 
 ui:  ## the MLflow UI on the store
 	mlflow ui --backend-store-uri '$(STORE)'
 
 server:  ## an MLflow tracking server over the store, for jobs on other machines: make server [HOST=0.0.0.0] [PORT=5000]
-	$(PYTHON) -m ablate.server --store '$(STORE)' $(if $(HOST),--host '$(HOST)') $(if $(PORT),--port '$(PORT)')
+	$(PYTHON) -m ablate.sweep.server --store '$(STORE)' $(if $(HOST),--host '$(HOST)') $(if $(PORT),--port '$(PORT)')
 
 new-kernel:  ## a minimal kernel plugin to start from: make new-kernel NAME=my_kernel [DIR=~/kernels]
 	@if [ -z "$(NAME)" ]; then echo "make new-kernel NAME=my_kernel [DIR=folder]: NAME is missing"; exit 1; fi
-	$(PYTHON) -m ablate.new_kernel '$(NAME)' $(if $(DIR),'$(DIR)')
+	$(PYTHON) -m ablate.tools.new_kernel '$(NAME)' $(if $(DIR),'$(DIR)')
 
 # Derived files only: builds, figures, tables. The MLflow store and Hydra's logs stay.
 clean:
@@ -61,4 +61,4 @@ purge:
 
 interactions:  ## every cross-seam pair of pathologies and the inversion, timed (no peers), then ranked: make interactions SHAPES=s512,s4k
 	$(PYTHON) -m ablate -m hydra/sweeper=interactions $(if $(KERNEL),kernel=$(KERNEL)) 'pathology=glob(*)' $(if $(or $(SHAPES),$(SHAPE)),shape=$(or $(SHAPES),$(SHAPE))) 'bench.peers=[]' $(ARGS)
-	$(PYTHON) -m ablate.rank $(if $(KERNEL),--kernel '$(KERNEL)')
+	$(PYTHON) -m ablate.report.rank $(if $(KERNEL),--kernel '$(KERNEL)')

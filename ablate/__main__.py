@@ -19,27 +19,27 @@ import os
 import re
 import sys
 import traceback
-from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
-from ablate import gpus, progress
-from ablate.callbacks import SWEEP_RUN_ENV
-from ablate.worker import result
+from ablate.gpu import gpus
+from ablate.sweep import progress
+from ablate.sweep.callbacks import SWEEP_RUN_ENV
+from ablate.gpu.worker import result
 
 log = logging.getLogger("ablate")
 gpus.register_resolver()  # ${ablate_gpus:} in conf/hydra/launcher/gpus.yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from ablate.paths import ROOT
 _said_no_gpu = False  # the fallback is said once per process, not once per job
 
 
 def validated(cfg):
     """config.checked, or SystemExit naming the problem when the config is bad."""
-    from ablate.config import checked
+    from ablate.job.config import checked
 
     try:
         return checked(cfg)
@@ -47,7 +47,7 @@ def validated(cfg):
         # A swept value (shape.seq=0,512) gets here only after the callback's checks and
         # builds: the sweep stops, and its parent run says it failed.
         if parent_run_id():
-            from ablate import tracking
+            from ablate.sweep import tracking
             tracking.end_sweep(parent_run_id(), "FAILED", cfg)
         raise SystemExit(f"ablate: {e}") from None
 
@@ -69,7 +69,7 @@ def effective_mode(requested, plugin=None):
         return requested
     ok, why = gpu_available()
     if ok and plugin is not None:
-        from ablate.build import unavailable
+        from ablate.build.compile import unavailable
 
         why = unavailable(plugin)
         ok = why is None
@@ -82,7 +82,7 @@ def effective_mode(requested, plugin=None):
 
 
 def nvcc_release(nvcc):
-    from ablate.build import nvcc_version
+    from ablate.build.compile import nvcc_version
 
     text = nvcc_version(nvcc)
     m = re.search(r"release ([\d.]+), V([\d.]+)", text)
@@ -92,7 +92,7 @@ def nvcc_release(nvcc):
 def shape_metrics(build_result, info, spec, shape):
     """regs, smem_bytes (static + dynamic) and spill_bytes of the kernel instance the shape
     runs, as the kernel's spec picks it out (static.launched)."""
-    from ablate.static import config_of, launched
+    from ablate.build.static import config_of, launched
 
     configs = info["configs"]
     names = [name for name in build_result.ptxas["kernels"] if launched(spec, name, shape, configs)]
@@ -110,15 +110,15 @@ def shape_metrics(build_result, info, spec, shape):
 def read_sass(lib):
     """cuobjdump's instruction mix of a library; kept for the process, since a sweep reads
     the base's once per job and a library's name is the hash of what went into it."""
-    from ablate import sass
+    from ablate.build import sass
 
     return sass.read(lib)
 
 
 def static_job(plugin, variant, builds):
     """Static metrics of the variant and its fingerprint checked against the base."""
-    from ablate import fingerprint
-    from ablate.static import static_metrics
+    from ablate.job import fingerprint
+    from ablate.build.static import static_metrics
 
     var, base = builds[variant.name], builds["none"]
     var_sass, base_sass = read_sass(var.lib), read_sass(base.lib)
@@ -130,7 +130,7 @@ def static_job(plugin, variant, builds):
 
 
 def gpu_job(cfg, plugin, shape, variant, peers, builds, info):
-    from ablate.worker import run_worker
+    from ablate.gpu.worker import run_worker
 
     var = builds[variant.name]
     # Read off the build before timing, so nothing after the worker can lose its result.
@@ -141,7 +141,7 @@ def gpu_job(cfg, plugin, shape, variant, peers, builds, info):
     out = run_worker(spec, cfg.bench.timeout_s)
     out["metrics"].update(resources)
     if cfg.bench.get("profile") and out["status"] == "ok":  # counters after the gate and the timing
-        from ablate.profile import add_counters
+        from ablate.gpu.profile import add_counters
 
         job = {**{k: spec[k] for k in ("kernel_dir", "base_so", "variant_so", "shape", "launches")},
                "seed": cfg.bench.seed}
@@ -152,9 +152,9 @@ def gpu_job(cfg, plugin, shape, variant, peers, builds, info):
 
 def run_job(cfg, plugin, shape, variant, peers):
     """Build, then check and time (mode=gpu) or read the binary (mode=static): the result dict."""
-    from ablate.build import BuildError, build
-    from ablate.kernel import Kernel
-    from ablate.variant import variant_from_cfg
+    from ablate.build.compile import BuildError, build
+    from ablate.build.library import Kernel
+    from ablate.job.variant import variant_from_cfg
 
     base = variant_from_cfg({"none": None}, plugin.dir)
     try:
@@ -192,7 +192,7 @@ def parent_run_id():
 # An absolute config path: the `ablate` command (an entry point) finds conf/ as `python -m ablate` does.
 @hydra.main(version_base=None, config_path=str(ROOT / "conf"), config_name="config")
 def main(cfg):
-    from ablate import tracking
+    from ablate.sweep import tracking
 
     plugin, shape, variant, peers = validated(cfg)
     try:
@@ -217,19 +217,19 @@ def main(cfg):
 
 # `ablate COMMAND ...`: the tools beside the app, each a module's main(argv).
 COMMANDS = {
-    "rank": ("ablate.rank", "main", "rank a sweep (--sweep ID, --kernel K; --compare A B: two sweeps)"),
-    "ui": ("ablate.server", "ui", "MLflow's UI on the store"),
-    "server": ("ablate.server", "main", "an MLflow tracking server over the store, for jobs on other machines"),
-    "new-kernel": ("ablate.new_kernel", "main", "a minimal kernel plugin to start from"),
-    "benchmark": ("ablate.benchmark", "main", "the base against the kernel's peers and the GPU's ceiling"),
-    "sanitize": ("ablate.sanitize", "main", "compute-sanitizer on every variant"),
+    "rank": ("ablate.report.rank", "main", "rank a sweep (--sweep ID, --kernel K; --compare A B: two sweeps)"),
+    "ui": ("ablate.sweep.server", "ui", "MLflow's UI on the store"),
+    "server": ("ablate.sweep.server", "main", "an MLflow tracking server over the store, for jobs on other machines"),
+    "new-kernel": ("ablate.tools.new_kernel", "main", "a minimal kernel plugin to start from"),
+    "benchmark": ("ablate.tools.benchmark", "main", "the base against the kernel's peers and the GPU's ceiling"),
+    "sanitize": ("ablate.tools.sanitize", "main", "compute-sanitizer on every variant"),
 }
 
 
 def cli(argv=None):
     """The `ablate` command and `python -m ablate`: a tool of COMMANDS when the first word
     names one; else the kernel of the command line is shown to Hydra, then the app runs."""
-    from ablate import plugins
+    from ablate.job import plugins
 
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in COMMANDS:

@@ -63,9 +63,9 @@ _session = {}
 def every_variant(tmp_path_factory):
     """{kernel: its build}: the base, every pathology and every calibration of each kernel,
     and attention's test-only ones, built once per session through one nvcc wrapper, which counts compiles."""
-    from ablate import plugins
-    from ablate.build import build
-    from ablate.variant import VariantError, variant_from_cfg
+    from ablate.job import plugins
+    from ablate.build.compile import build
+    from ablate.job.variant import VariantError, variant_from_cfg
 
     if "built" not in _session:
         base = tmp_path_factory.mktemp("every_variant")
@@ -103,7 +103,7 @@ def every_variant(tmp_path_factory):
 
 
 def _sass_reader(results):
-    from ablate import sass
+    from ablate.build import sass
 
     reports = {}
 

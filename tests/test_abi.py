@@ -18,9 +18,9 @@ GOOD = dict(q=0x10000, k=0x20000, v=0x30000, o=0x40000, B=2, H=3, S=17, D=64, ca
 @pytest.fixture(scope="session")
 def base_lib():
     """The base variant built once (cached in runs/build, shared with the other tests)."""
-    from ablate import plugins
-    from ablate.build import build
-    from ablate.variant import variant_from_cfg
+    from ablate.job import plugins
+    from ablate.build.compile import build
+    from ablate.job.variant import variant_from_cfg
 
     cfg = plugins.compose("attention", ["pathology=none"])
     plugin = plugins.of(cfg)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from ablate import gpu_state
-from ablate.worker import _describe_exit, run_worker
+from ablate.gpu import gpu_state
+from ablate.gpu.worker import _describe_exit, run_worker
 
 ROOT = Path(__file__).resolve().parents[1]
 FALLBACK = "mode=gpu falls back to mode=static"

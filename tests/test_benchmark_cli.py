@@ -3,7 +3,8 @@ synthetic samples with known answers (the timing itself needs a GPU: benchmarks,
 import numpy as np
 import pytest
 
-from ablate import benchmark, plugins
+from ablate.tools import benchmark
+from ablate.job import plugins
 
 ATTENTION = plugins.load("attention")
 RMSNORM = plugins.load("rmsnorm")
@@ -91,7 +92,7 @@ def test_bad_samples_are_an_error():
 
 def test_command_line_is_quoted():
     assert benchmark.command_line(["--shapes", "s512", "--override", "bench.l2=warm x"]) == \
-        "python -m ablate.benchmark --shapes s512 --override 'bench.l2=warm x'"
+        "python -m ablate.tools.benchmark --shapes s512 --override 'bench.l2=warm x'"
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -15,12 +15,12 @@ from types import SimpleNamespace
 import pytest
 from omegaconf import OmegaConf
 
-import ablate.build
-from ablate import plugins
-from ablate.kernel import Kernel
-from ablate.build import (ARCH_RE, BuildError, build, compile_command, find_ninja,
+import ablate.build.compile
+from ablate.job import plugins
+from ablate.build.library import Kernel
+from ablate.build.compile import (ARCH_RE, BuildError, build, compile_command, find_ninja,
                           library_path, resolve_arch)
-from ablate.variant import variant_from_cfg
+from ablate.job.variant import variant_from_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ("attention", "rmsnorm", "attention_hopper")  # conftest.KERNELS
@@ -72,7 +72,7 @@ def test_every_variant_of_every_kernel_builds(built_kernels, kernel):
 
 def test_each_library_carries_its_pathologies(built):
     """-DABLATE_PATHOLOGIES reaches the library: its info names what was switched on."""
-    from ablate.kernel import Kernel
+    from ablate.build.library import Kernel
 
     for name, r in built.results.items():
         if r.ok:
@@ -193,7 +193,7 @@ def test_the_library_name_hashes_every_input(tmp_path, monkeypatch):
     names.add(path(flags=["-std=c++17", "-O1"]))
     names.add(path(arch="sm_80"))
     with monkeypatch.context() as m:  # the same nvcc command, another nvcc release
-        m.setattr(ablate.build, "nvcc_version", lambda nvcc: "Cuda compilation tools 99.9")
+        m.setattr(ablate.build.compile, "nvcc_version", lambda nvcc: "Cuda compilation tools 99.9")
         names.add(path())
     (p.kernel.dir / "base" / "value.cuh").write_text("#define VALUE 2.0f\n")
     names.add(path())  # a header in the kernel's folder
@@ -299,12 +299,12 @@ def _kernel_needing(arch):
     ("sm_80", None, "sm_80"),          # no requirement: build.arch as given
 ])
 def test_a_kernel_can_require_its_arch(build_arch, required, built_for):
-    from ablate.build import target_arch
+    from ablate.build.compile import target_arch
     assert target_arch(build_arch, _kernel_needing(required)) == built_for
 
 
 def test_another_chips_arch_for_a_kernel_that_requires_one_is_a_clear_error():
-    from ablate.build import target_arch
+    from ablate.build.compile import target_arch
     with pytest.raises(BuildError, match=r"build.arch=sm_80: kernel 'k' is built for sm_90a only"):
         target_arch("sm_80", _kernel_needing("sm_90a"))
 
@@ -313,7 +313,7 @@ def test_another_chips_arch_for_a_kernel_that_requires_one_is_a_clear_error():
     ("sm_80", r"kernel 'k' needs a sm_90a GPU \(its spec.ARCH\) and this one is sm_80"),
     ("sm_90", None), (None, None)])
 def test_a_kernel_is_unavailable_on_another_chip(monkeypatch, gpu, why):
-    from ablate import build as build_module
+    from ablate.build import compile as build_module
     monkeypatch.setattr(build_module, "gpu_arch", lambda: gpu)
     got = build_module.unavailable(_kernel_needing("sm_90a"))
     assert (got is None) if why is None else re.search(why, got)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from ablate import server
+from ablate.sweep import server
 
 ROOT = Path(__file__).resolve().parents[1]
 WRITERS = 8
@@ -21,7 +21,7 @@ WRITERS = 8
 WRITER = """
 import sys, time
 from omegaconf import OmegaConf
-from ablate import tracking
+from ablate.sweep import tracking
 i, start = int(sys.argv[1]), float(sys.argv[2])
 cfg = OmegaConf.create({"mode": "gpu", "kernel": {"name": "attention", "experiment": "concurrent"},
                         "build": {"arch": "sm_90"},

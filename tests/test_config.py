@@ -10,10 +10,10 @@ import pytest
 from hydra.core.global_hydra import GlobalHydra
 from hydra.errors import MissingConfigException
 
-from ablate import plugins
-from ablate.config import checked
-from ablate.timing import validate_bench
-from ablate.variant import variant_from_cfg
+from ablate.job import plugins
+from ablate.job.config import checked
+from ablate.gpu.timing import validate_bench
+from ablate.job.variant import variant_from_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = {name: plugins.load(name) for name in ("attention", "rmsnorm")}
@@ -32,7 +32,7 @@ def test_defaults():
     assert plugin.name == "attention" and variant.is_base
     assert peers == ["sdpa_flash", "sdpa_cudnn"]
     hydra_cfg = plugins.compose(return_hydra_config=True).hydra
-    assert hydra_cfg.callbacks.sweep_setup._target_ == "ablate.callbacks.SweepSetup"
+    assert hydra_cfg.callbacks.sweep_setup._target_ == "ablate.sweep.callbacks.SweepSetup"
 
 
 def test_rmsnorm_defaults():

@@ -11,10 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ablate import counters, peaks, plugins, profile, roofline
-from ablate.config import checked
+from ablate.job import counters, plugins
+from ablate.gpu import peaks, profile
+from ablate.report import roofline
+from ablate.job.config import checked
 from conftest import KERNELS
-from ablate.variant import VariantError, variant_from_cfg
+from ablate.job.variant import VariantError, variant_from_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "ncu"
@@ -213,13 +215,13 @@ def test_the_ncu_command_flushes_caches_and_keeps_the_gpu_clocks():
     assert cmd[cmd.index("--cache-control") + 1] == "all"
     assert cmd[cmd.index("--clock-control") + 1] == "none"
     assert cmd[cmd.index("--metrics") + 1] == "a__b.sum,c__d.sum"
-    assert cmd[-3:] == ["-m", "ablate.profile_driver", "spec.json"]
+    assert cmd[-3:] == ["-m", "ablate.gpu.profile_driver", "spec.json"]
 
 
 def test_counter_metrics_are_logged_to_mlflow(tmp_path, monkeypatch):
     from mlflow import MlflowClient
 
-    from ablate import tracking
+    from ablate.sweep import tracking
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)

@@ -2,8 +2,9 @@
 checked on real nvcc builds without a GPU; and what fails is reported by the pathology's name."""
 import pytest
 
-from ablate import fingerprint, static
-from ablate.variant import Variant, VariantError, variant_from_cfg
+from ablate.job import fingerprint
+from ablate.build import static
+from ablate.job.variant import Variant, VariantError, variant_from_cfg
 from test_build import ATTENTION, EVERY_PATHOLOGY
 
 REAL = [(k, p) for k, p in EVERY_PATHOLOGY if p != "none"]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ablate import gpus, worker
-from ablate.worker import Worker, result
+from ablate.gpu import gpus, worker
+from ablate.gpu.worker import Worker, result
 
 ROOT = Path(__file__).resolve().parents[1]
 LISTING = ("0, GPU-aaaaaaaa-0000-0000-0000-000000000000, NVIDIA H200\n"
@@ -51,7 +51,7 @@ def test_claims_at_once_get_distinct_gpus(two_gpus):
 
 HOLDER = """
 import json, sys, time
-from ablate import gpus
+from ablate.gpu import gpus
 with gpus.claim(poll_s=0.05) as gpu:
     t0 = time.time(); time.sleep(float(sys.argv[1])); t1 = time.time()
 print(json.dumps({"gpu": gpu.index, "start": t0, "end": t1}))

@@ -10,8 +10,9 @@ import pytest
 from mlflow import MlflowClient
 from omegaconf import OmegaConf
 
-from ablate import interactions as ia
-from ablate import rank, tracking
+from ablate.report import interactions as ia
+from ablate.report import rank
+from ablate.sweep import tracking
 
 SEAMS = {"no_swizzle": "smem_layout", "no_cp_async": "pipeline", "scalar_loads": "gmem_load",
          "uncoalesced": "gmem_load", "fp32_accum": "score_acc"}
@@ -50,7 +51,7 @@ def test_the_sweeper_expands_a_glob_into_the_design():
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from ablate import plugins
+    from ablate.job import plugins
     from hydra_plugins.ablate_interactions import InteractionsSweeper
 
     plugins.use(plugins.load("attention"))
@@ -205,7 +206,7 @@ def store(tmp_path_factory, project_root):
         chosen = ia.seam_choice(SEAMS, {"gmem_load": "scalar_loads"})
         for names in ia.design(SEAMS, chosen):
             samples = job_samples(rng, truth_of(names), replicates=4, between=0.003)
-            est = __import__("ablate.stats", fromlist=["slowdown"]).slowdown(
+            est = __import__("ablate.gpu.stats", fromlist=["slowdown"]).slowdown(
                 [r["base"] for r in samples["replicates"]], [r["variant"] for r in samples["replicates"]], 0.01)
             result = {"status": "ok", "params": {}, "error": None,
                       "artifacts": {"samples.json": json.dumps(samples)},

@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ablate import plugins  # noqa: E402
+from ablate.job import plugins  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = {name: plugins.load(name) for name in ("attention", "attention_hopper")}
@@ -38,8 +38,8 @@ pytestmark = pytest.mark.gpu
 def builds():
     """{kernel: {pathology: build}}: every pathology and the base of each kernel, built once
     per session in one parallel ninja run per kernel."""
-    from ablate.build import build
-    from ablate.variant import variant_from_cfg
+    from ablate.build.compile import build
+    from ablate.job.variant import variant_from_cfg
 
     out = {}
     for kernel, plugin in KERNELS.items():
@@ -56,8 +56,8 @@ def builds():
 def kernels(builds):
     """(kernel, name) -> Kernel, loaded on first use; a variant that failed to build fails its
     tests, and a kernel this GPU cannot run (its spec.ARCH) skips them."""
-    from ablate.build import unavailable
-    from ablate.kernel import Kernel
+    from ablate.build.compile import unavailable
+    from ablate.build.library import Kernel
     loaded = {}
 
     def get(kernel, name):

@@ -12,9 +12,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ablate import plugins  # noqa: E402
-from ablate.check import check  # noqa: E402
-from ablate.kernel import Kernel, KernelError  # noqa: E402
+from ablate.job import plugins  # noqa: E402
+from ablate.gpu.check import check  # noqa: E402
+from ablate.build.library import Kernel, KernelError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ATTENTION = plugins.load("attention")
@@ -38,8 +38,8 @@ def build_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def base(build_dir):
-    from ablate.build import build
-    from ablate.variant import variant_from_cfg
+    from ablate.build.compile import build
+    from ablate.job.variant import variant_from_cfg
 
     cfg = plugins.compose("attention", ["pathology=none", f"build.dir={build_dir}"])
     result = build([variant_from_cfg(cfg.pathology, ATTENTION.dir)], cfg.build, ATTENTION, ROOT)["none"]
@@ -110,7 +110,7 @@ def test_gate_passes_the_base_and_catches_wrong_outputs(base):
 
 
 def test_timing_protocol(base):
-    from ablate import timing
+    from ablate.gpu import timing
 
     shape = SMALL
     sets = timing.make_inputs(SPEC, shape, 3, 0, "cuda")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ablate import plugins
+from ablate.job import plugins
 
 ROOT = Path(__file__).resolve().parents[1]
 

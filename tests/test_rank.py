@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from ablate import rank, tracking
+from ablate.report import rank
+from ablate.sweep import tracking
 
 # Planted slowdowns at s512; at s1k_causal every pathology costs 1.5x as much again.
 PLANTED = {"serial_grid": 8.0, "tiny_blocks": 2.5, "no_swizzle": 1.3, "fp32_accum": 1.02, "none": 1.0}
@@ -273,7 +274,7 @@ def test_significance_is_the_workers_verdict_not_the_bare_interval():
     # 1.004x [1.003, 1.005] excludes 1 but lies within bench.min_effect: the worker logged 0,
     # and rank must not overrule it; a run logged without the flag reads n/a.
     import pandas as pd
-    from ablate.rank import ranking
+    from ablate.report.rank import ranking
 
     row = {"status": "ok", "shape": "s512", "base_us": 10.0, "variant_us": 10.04,
            "slowdown": 1.004, "slowdown_lo": 1.003, "slowdown_hi": 1.005}

@@ -10,9 +10,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ablate import plugins  # noqa: E402
-from ablate.check import compare  # noqa: E402
-from ablate.kernel import Kernel, KernelError  # noqa: E402
+from ablate.job import plugins  # noqa: E402
+from ablate.gpu.check import compare  # noqa: E402
+from ablate.build.library import Kernel, KernelError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RMSNORM = plugins.load("rmsnorm")
@@ -32,8 +32,8 @@ pytestmark = pytest.mark.gpu
 @pytest.fixture(scope="session")
 def kernels():
     """name -> Kernel: the base and every pathology built once, in one ninja run."""
-    from ablate.build import build
-    from ablate.variant import variant_from_cfg
+    from ablate.build.compile import build
+    from ablate.job.variant import variant_from_cfg
 
     cfgs = {n: plugins.compose("rmsnorm", [f"pathology={n}"]) for n in PATHOLOGIES}
     variants = {n: variant_from_cfg(c.pathology, RMSNORM.dir) for n, c in cfgs.items()}
@@ -53,7 +53,7 @@ def seed_of(request):
 def run_case(kernel, rows, hidden, dtype, seed):
     """One launch on fresh seeded inputs with a NaN-poisoned output, compared with the
     reference: the check's verdict, and the tensors."""
-    from ablate.check import poisoned_inputs
+    from ablate.gpu.check import poisoned_inputs
 
     shape = SPEC.validate_shape({"rows": rows, "hidden": hidden, "dtype": dtype, "eps": 1e-6})
     tensors = poisoned_inputs(SPEC, shape, seed, "cuda")
@@ -100,7 +100,7 @@ ORDER_DEPENDENT = {"atomic_reduce"}
 def test_deterministic(kernels, request, name):
     """Same inputs, bitwise the same output, run after run (many rows: blocks overlap); for
     a reduction in arrival order, the same output within the tolerance."""
-    from ablate.check import poisoned_inputs
+    from ablate.gpu.check import poisoned_inputs
 
     shape = SPEC.validate_shape({"rows": 4099, "hidden": 2056, "dtype": "bf16", "eps": 1e-6})
     tensors = poisoned_inputs(SPEC, shape, seed_of(request), "cuda")
@@ -119,7 +119,7 @@ def test_deterministic(kernels, request, name):
 
 @pytest.mark.parametrize("name", PATHOLOGIES)
 def test_non_default_stream_and_graph(kernels, request, name):
-    from ablate.check import poisoned_inputs
+    from ablate.gpu.check import poisoned_inputs
 
     shape = SPEC.validate_shape({"rows": 513, "hidden": 4104, "dtype": "fp16", "eps": 1e-5})
     side = torch.cuda.Stream()
@@ -138,7 +138,7 @@ def test_non_default_stream_and_graph(kernels, request, name):
 
 
 def test_the_abi_refuses_bad_arguments_without_writing(kernels):
-    from ablate.check import poisoned_inputs
+    from ablate.gpu.check import poisoned_inputs
 
     good = {"rows": 4, "hidden": 64, "dtype": "fp16", "eps": 1e-6}
     tensors = poisoned_inputs(SPEC, good, 0, "cuda")

@@ -1,4 +1,4 @@
-"""Bring your own kernel: `python -m ablate.new_kernel NAME DIR` writes a plugin outside the
+"""Bring your own kernel: `python -m ablate.tools.new_kernel NAME DIR` writes a plugin outside the
 project that sweeps as it is (static mode here; timed on a GPU), and `make rank` ranks it,
 with no file of ablate/ changed."""
 import hashlib
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from ablate import new_kernel
+from ablate.tools import new_kernel
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from hydra.utils import instantiate
 
-from ablate import callbacks, plugins, progress
+from ablate.sweep import callbacks, progress
+from ablate.job import plugins
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -113,7 +114,7 @@ def test_no_line_when_stdout_is_not_a_terminal(tmp_path, capsys):
 def test_rank_warns_when_a_sweep_mixes_gpu_models():
     import pandas as pd
 
-    from ablate import rank
+    from ablate.report import rank
 
     jobs = pd.DataFrame({"gpu": ["NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA H200", None]})
     warning = rank.mixed_gpus(jobs)

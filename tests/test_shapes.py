@@ -2,7 +2,7 @@
 import pytest
 from omegaconf import OmegaConf
 
-from ablate import plugins
+from ablate.job import plugins
 
 ATTENTION = plugins.load("attention")
 RMSNORM = plugins.load("rmsnorm")

@@ -4,9 +4,10 @@ import re
 
 import pytest
 
-from ablate import occupancy, plugins, ptxas, sass, static
-from ablate.fingerprint import METRICS
-from ablate.kernel import Kernel
+from ablate.build import occupancy, ptxas, sass, static
+from ablate.job import plugins
+from ablate.job.fingerprint import METRICS
+from ablate.build.library import Kernel
 
 PTXAS_LOG = """\
 ptxas info    : 0 bytes gmem

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from ablate.stats import overlap, replicate_ratios, slowdown, summary
-from ablate.timing import replicates
+from ablate.gpu.stats import overlap, replicate_ratios, slowdown, summary
+from ablate.gpu.timing import replicates
 
 
 def timings(rng, n, median_us, noise=0.02):
@@ -183,7 +183,7 @@ def test_more_replicates_narrow_the_interval_until_the_precision_is_met():
 def test_a_calibrations_launches_take_consecutive_sets_of_the_rotation():
     """twice: two launches per launch, walking the rotation in order as the base does, so that
     each finds its set cold (sets i and i + 1 read each set twice in a row: 0, 1, 1, 2, ...)."""
-    from ablate.timing import kernel_launcher
+    from ablate.gpu.timing import kernel_launcher
 
     seen = []
     launch = kernel_launcher(lambda tensors, shape: seen.append(tensors), ["s0", "s1", "s2"], {}, launches=2)

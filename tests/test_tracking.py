@@ -11,7 +11,8 @@ from hydra.core.hydra_config import HydraConfig
 from mlflow import MlflowClient
 from omegaconf import OmegaConf
 
-from ablate import plugins, tracking
+from ablate.job import plugins
+from ablate.sweep import tracking
 
 
 def job_cfg(names=("none",), shape="s512", mode="gpu"):
@@ -145,7 +146,7 @@ def test_bad_values_cost_only_themselves(mlflow_store, tmp_path, caplog):
     result["metrics"]["gpu_name"] = "H100"  # not a number
     result["params"]["notes"] = "x" * 10_000  # longer than MLflow allows
     result["artifacts"]["../../outside.txt"] = "kept"
-    with caplog.at_level(logging.ERROR, logger="ablate.tracking"):
+    with caplog.at_level(logging.ERROR, logger="ablate.sweep.tracking"):
         run_id = tracking.log_job(job_cfg(["no_swizzle"]), result)
     client = MlflowClient(mlflow_store)
     run = client.get_run(run_id)
@@ -164,7 +165,7 @@ def test_unreadable_store_keeps_the_result(tmp_path, monkeypatch, caplog):
     db = tmp_path / "mlflow.db"
     db.write_bytes(b"this is not a sqlite database" * 100)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{db}")
-    with caplog.at_level(logging.ERROR, logger="ablate.tracking"):
+    with caplog.at_level(logging.ERROR, logger="ablate.sweep.tracking"):
         assert tracking.log_job(job_cfg(["no_swizzle"]), ok_result()) is None
     assert "could not create the run" in caplog.text
     saved = list((tmp_path / "unlogged").glob("*no_swizzle@s512.json"))

@@ -13,8 +13,8 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
-from ablate import plugins
-from ablate.variant import VariantError, variant_from_cfg, variants_of_sweep
+from ablate.job import plugins
+from ablate.job.variant import VariantError, variant_from_cfg, variants_of_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -191,7 +191,7 @@ if __name__ == "__main__":
 CALLBACK = """
 import json
 from hydra.experimental.callback import Callback
-from ablate.variant import variant_from_cfg, variants_of_sweep
+from ablate.job.variant import variant_from_cfg, variants_of_sweep
 
 KERNEL_DIR = "{kernel_dir}"
 

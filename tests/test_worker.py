@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ablate import worker
-from ablate.worker import Worker, result
+from ablate.gpu import worker
+from ablate.gpu.worker import Worker, result
 
 ROOT = Path(__file__).resolve().parents[1]
 STUB = "tests.test_worker:stub"
@@ -145,7 +145,7 @@ def test_the_child_never_outlives_its_parent(tmp_path, busy):
     """A parent killed outright (no atexit): an idle child sees EOF, a busy one is killed with it."""
     script = textwrap.dedent(f"""
         import json, os, signal, sys, time
-        from ablate.worker import Worker
+        from ablate.gpu.worker import Worker
         w = Worker(handler={STUB!r})
         print(w.run({{"do": "ok"}}, {LONG})["params"]["worker_pid"], flush=True)
         if {busy}:
@@ -163,16 +163,16 @@ def test_serve_protocol_by_hand():
     """The child's side alone: one JSON line in, one JSON line out, EOF ends it with 0; a
     crash answers, then exits 1 without reading further."""
     lines = "".join(json.dumps(s) + "\n" for s in ({"do": "ok"}, {"do": "raise"}, {"do": "ok"}))
-    proc = subprocess.run([sys.executable, "-m", "ablate.worker", "--serve", STUB], cwd=ROOT, input=lines,
+    proc = subprocess.run([sys.executable, "-m", "ablate.gpu.worker", "--serve", STUB], cwd=ROOT, input=lines,
                           capture_output=True, text=True, timeout=LONG)
     answers = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [a["status"] for a in answers] == ["ok", "crashed"] and proc.returncode == 1
-    proc = subprocess.run([sys.executable, "-m", "ablate.worker", "--serve", STUB], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "ablate.gpu.worker", "--serve", STUB], cwd=ROOT,
                           input=json.dumps({"do": "ok"}) + "\n", capture_output=True, text=True, timeout=LONG)
     assert proc.returncode == 0 and json.loads(proc.stdout)["status"] == "ok"
 
 
 def test_usage():
-    proc = subprocess.run([sys.executable, "-m", "ablate.worker", "spec.json", "result.json"], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "ablate.gpu.worker", "spec.json", "result.json"], cwd=ROOT,
                           capture_output=True, text=True, timeout=LONG)
-    assert proc.returncode == 1 and "usage: python -m ablate.worker --serve" in proc.stderr
+    assert proc.returncode == 1 and "usage: python -m ablate.gpu.worker --serve" in proc.stderr

@@ -34,8 +34,8 @@ phase_all() {
   timed all ablate "${sweep[@]}" hydra/launcher=gpus hydra.sweep.dir=runs/hydra/multirun/scale-out-all
 }
 phase_compare() {
-  python3 -m ablate.rank --sweep scale-out-all | tee "$OUT_DIR/rank-all.txt"
-  python3 -m ablate.rank --compare scale-out-one scale-out-all | tee "$OUT_DIR/compare.txt"
+  python3 -m ablate.report.rank --sweep scale-out-all | tee "$OUT_DIR/rank-all.txt"
+  python3 -m ablate.report.rank --compare scale-out-one scale-out-all | tee "$OUT_DIR/compare.txt"
   python3 - "$OUT_DIR/wall" <<'PY'
 import sys
 wall = {}

@@ -5,7 +5,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site
 python3 - <<'PY' > /tmp/libs.txt
 from pathlib import Path
-from ablate import build, plugins, variant
+from ablate.build.compile import compile as build
+from ablate.job import plugins, variant
 root = Path('.').resolve(); attention = plugins.load('attention')
 names = ['none', 'extra_syncthreads', 'uncoalesced', 'tiny_blocks', 'no_swizzle', 'fp32_accum']
 cfgs = [plugins.compose('attention', [f'pathology={n}']) for n in names]

@@ -9,8 +9,9 @@ import sys
 
 import torch
 
-from ablate import plugins, timing
-from ablate.kernel import Kernel
+from ablate.job import plugins
+from ablate.gpu import timing
+from ablate.build.library import Kernel
 
 spec = plugins.load("rmsnorm").spec
 args = [a for a in sys.argv[1:] if not a.startswith("--")]

@@ -9,8 +9,9 @@ import sys
 import numpy as np
 import torch
 
-from ablate import plugins, timing
-from ablate.kernel import Kernel
+from ablate.job import plugins
+from ablate.gpu import timing
+from ablate.build.library import Kernel
 
 spec = plugins.load("rmsnorm").spec
 shape = {"rows": 16384, "hidden": 8192, "dtype": "fp16", "eps": 1e-6}

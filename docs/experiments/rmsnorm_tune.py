@@ -12,11 +12,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ablate import plugins, timing
-from ablate.build import build
-from ablate.check import check
-from ablate.kernel import Kernel
-from ablate.variant import variant_from_cfg
+from ablate.job import plugins
+from ablate.gpu import timing
+from ablate.build.compile import build
+from ablate.gpu.check import check
+from ablate.build.library import Kernel
+from ablate.job.variant import variant_from_cfg
 
 ROOT = Path(__file__).resolve().parents[2]
 SHAPES = ["r16k_h8k", "r256k_h1k", "r4k_h16k", "r16k_h8k_bf16"]

@@ -52,7 +52,7 @@ def _jobs_of(config, loader, jobs):
     `config` is the sweep's config (its hydra.sweeper says which parts; its kernel.inversion
     which pathology stands for a seam that has several), `loader` Hydra's config loader, used
     to read each pathology's seam as a job would see it."""
-    from ablate.interactions import design, seam_choice
+    from ablate.report.interactions import design, seam_choice
 
     def key(override):
         return override.split("=", 1)[0].lstrip("+~")

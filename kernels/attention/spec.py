@@ -159,7 +159,7 @@ def launched(kernel_name, shape, configs):
 # ---- for tests and notebooks: the kernel on torch tensors, checked --------------------------
 
 def forward(kernel, q, k, v, o, causal, scale=None):
-    """o = attention(q, k, v) through `kernel` (an ablate.kernel.Kernel of this plugin) on the
+    """o = attention(q, k, v) through `kernel` (an ablate.build.library.Kernel of this plugin) on the
     current CUDA stream; all FP16 (B, H, S, D) contiguous CUDA tensors of one shape on one
     device. TypeError or ValueError naming the tensor at fault."""
     import torch

@@ -1,0 +1,335 @@
+"""Build variants with nvcc through one ninja run: one shared library per variant.
+
+Each library is named by a hash of everything that goes into it (sources, headers, macros,
+flags, arch, nvcc's version), so an unchanged variant is never rebuilt and a changed one
+never overwrites another's library. ninja runs with `-k 0`, so a variant that fails is
+recorded with its log while the others still build; a compile writes to a temporary name
+and is moved into place only on success, so a failure never spoils an earlier library.
+"""
+import fcntl
+import functools
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ablate.build import ptxas
+from ablate.job.variant import INCLUDE, Variant  # INCLUDE: ablate's headers, on every include path
+
+ARCH_RE = re.compile(r"^sm_(\d+a?)$")
+DEFAULT_ARCH = "sm_90"  # the H100's, used when no GPU is visible
+HEADER_SUFFIXES = {".h", ".hh", ".hpp", ".cuh", ".cu", ".inc"}
+
+
+class BuildError(RuntimeError):
+    """The build could not start at all (no nvcc, no ninja, a bad build config)."""
+
+
+@dataclass
+class BuildResult:
+    variant: str
+    status: str  # "built" or "build_failed"
+    lib: Path  # the shared library; exists when built
+    log: str  # the compile command, then nvcc's stdout and stderr (with ptxas -v)
+    log_path: Path
+    cached: bool  # the library was already up to date: nvcc did not run
+    arch: str
+    digest: str  # the 16 hex digits naming the library
+    ptxas: dict = field(default_factory=dict)  # ptxas.parse(log)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "built"
+
+
+def build(variants: list[Variant], build_cfg, kernel, root) -> dict[str, BuildResult]:
+    """Build `variants` in one ninja run; return {variant name: BuildResult}.
+
+    `build_cfg` is `cfg.build` (dir, arch, nvcc, flags, jobs); `kernel` is the kernel's
+    plugin (ablate.job.plugins.Plugin; anything with `source`, its translation unit, and `dir`,
+    its folder and include root); `root` the project root, where nvcc runs and relative
+    paths start. A variant that fails to compile gets status "build_failed" and its log;
+    BuildError is raised only when nothing can be built (nvcc or ninja missing, bad arch or
+    flags)."""
+    if not variants:
+        return {}
+    root = Path(root).resolve()
+    build_dir = _build_dir(build_cfg, root)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    arch, edges = _plan(variants, build_cfg, kernel, root)
+
+    ninja_file = build_dir / "build.ninja"
+    with open(build_dir / ".lock", "w") as lock:
+        # One build at a time per directory: ninja's own logs are not safe to share.
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        before = {d: _mtime(build_dir / f"{d}.so") for d in edges}
+        _write_atomically(ninja_file, ninja_manifest(edges, build_dir, kernel, root))
+        jobs = int(build_cfg.get("jobs", 0) or 0)
+        run = subprocess.run(
+            [find_ninja(), "-f", str(ninja_file), "-k", "0", *(["-j", str(jobs)] if jobs else []),
+             *(str(build_dir / f"{d}.so") for d in edges)],
+            cwd=root, capture_output=True, text=True, check=False)
+        ninja_output = run.stdout + run.stderr
+
+    results = {}
+    for digest, (variant, _) in edges.items():
+        lib, log_path = build_dir / f"{digest}.so", build_dir / f"{digest}.log"
+        reported = _failed(ninja_output, lib)
+        failed = reported or not lib.exists() or not log_path.exists()
+        attempt = build_dir / f"{digest}.log.tmp"
+        if failed:
+            # nvcc's own log when its compile failed; else ninja's account of what went wrong
+            use_attempt = reported and attempt.exists()
+            log = attempt.read_text(errors="replace") if use_attempt else ninja_output
+        else:
+            log = log_path.read_text(errors="replace")
+        results[variant.name] = BuildResult(
+            variant=variant.name,
+            status="build_failed" if failed else "built",
+            lib=lib,
+            log=log,
+            log_path=attempt if failed else log_path,
+            cached=not failed and before[digest] == _mtime(lib),
+            arch=arch,
+            digest=digest,
+            ptxas={} if failed else ptxas.parse(log),
+        )
+    return results
+
+
+def library_path(variant: Variant, build_cfg, kernel, root) -> Path:
+    """Where `build` puts the library of `variant` (its name is the hash of its inputs)."""
+    root = Path(root).resolve()
+    _, edges = _plan([variant], build_cfg, kernel, root)
+    return _build_dir(build_cfg, root) / f"{next(iter(edges))}.so"
+
+
+def _plan(variants, build_cfg, kernel, root: Path) -> tuple[str, dict]:
+    """The target arch and {digest: (variant, nvcc command)}, one per distinct library."""
+    arch = target_arch(str(build_cfg.arch), kernel)
+    version = nvcc_version(str(build_cfg.nvcc))
+    sources = _kernel_sources(kernel)
+    edges = {}
+    for variant in variants:
+        command = compile_command(variant, build_cfg, kernel, arch, root)
+        digest = _digest(command, version, sources, variant.headers, root)
+        edges.setdefault(digest, (variant, command))
+    return arch, edges
+
+
+def _build_dir(build_cfg, root: Path) -> Path:
+    return (root / str(build_cfg.dir)).resolve()
+
+
+def compile_command(variant: Variant, build_cfg, kernel, arch: str, root) -> list[str]:
+    """nvcc's arguments for `variant`, paths relative to the project root `root` where they
+    lie inside it (absolute otherwise), without the output and depfile arguments (those are
+    added per build)."""
+    number = ARCH_RE.match(arch).group(1)
+    flags = [str(f) for f in build_cfg.flags]
+    command = [str(build_cfg.nvcc), *flags, "-shared", "-Xcompiler", "-fPIC", "-Xptxas", "-v",
+               "-gencode", f"arch=compute_{number},code=sm_{number}"]
+    command += [f"-I{_shown(kernel.dir, root)}", f"-I{_shown(INCLUDE, root)}"]
+    for header in variant.headers:
+        command += ["-include", header]
+    command += [f"-D{name}={value}" for name, value in variant.macros.items()]
+    # "+", not ",": nvcc splits -D values at commas (a,b would define a stray macro b).
+    command += [f"-DABLATE_PATHOLOGIES={'+'.join(variant.pathologies)}", _shown(kernel.source, root)]
+    for arg in command:
+        if not arg or "\n" in arg or "\r" in arg:
+            raise BuildError(f"bad nvcc argument {arg!r} (from build.flags, kernel or variant)")
+    return command
+
+
+def ninja_manifest(edges: dict, build_dir: Path, kernel, root: Path) -> str:
+    """build.ninja text: one `nvcc` rule, one build statement per variant.
+
+    The command logs itself and nvcc's output to <digest>.log.tmp, compiles to
+    <digest>.tmp.so, and only when nvcc succeeds moves both into place; a failed build
+    leaves its .log.tmp to read. The depfile (nvcc -MD) makes header edits rebuild."""
+    lines = [
+        "# Written by ablate.build.compile; rewritten on every build.",
+        f"builddir = {_ninja_escape(str(build_dir))}",
+        "",
+        "rule nvcc",
+        "  command = $cmd",
+        "  description = nvcc $variant",
+        "  depfile = $dep",
+        "  deps = gcc",
+        "",
+    ]
+    source = _ninja_path(_shown(kernel.source, root))
+    for digest, (variant, command) in edges.items():
+        lib, tmp = build_dir / f"{digest}.so", build_dir / f"{digest}.tmp.so"
+        log, log_tmp = build_dir / f"{digest}.log", build_dir / f"{digest}.log.tmp"
+        dep = build_dir / f"{digest}.d"
+        nvcc = command + ["-MD", "-MF", str(dep), "-MT", str(lib), "-o", str(tmp)]
+        shell = (f"printf '%s\\n' {shlex.quote(shlex.join(command))} > {shlex.quote(str(log_tmp))}"
+                 f" && {shlex.join(nvcc)} >> {shlex.quote(str(log_tmp))} 2>&1"
+                 f" && mv -f {shlex.quote(str(tmp))} {shlex.quote(str(lib))}"
+                 f" && mv -f {shlex.quote(str(log_tmp))} {shlex.quote(str(log))}")
+        implicit = " ".join(_ninja_path(h) for h in variant.headers)
+        lines += [
+            f"build {_ninja_path(str(lib))} | {_ninja_path(str(log))}: nvcc {source}"
+            + (f" | {implicit}" if implicit else ""),
+            f"  variant = {_ninja_escape(variant.name)}",
+            f"  dep = {_ninja_escape(str(dep))}",
+            f"  cmd = {_ninja_escape(shell)}",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+# Set by the sweep's callback to the arch `auto` resolved to, so that jobs running beside each
+# other (a parallel launcher) never probe a GPU another job is timing on.
+ARCH_ENV = "ABLATE_BUILD_ARCH"
+
+
+@functools.cache
+def gpu_arch() -> str | None:
+    """The visible GPU's sm_XY, asked of torch in a child process (so this process never
+    initialises CUDA before forking workers); None without one."""
+    probe = ("import torch\n"
+             "if torch.cuda.is_available():\n"
+             "    print('sm_%d%d' % torch.cuda.get_device_capability())")
+    try:
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                             timeout=120, check=False).stdout.strip()
+    except subprocess.TimeoutExpired:
+        out = ""
+    return out if ARCH_RE.match(out) else None
+
+
+@functools.cache
+def resolve_arch(arch: str) -> str:
+    """`auto` -> the visible GPU's sm_XY (gpu_arch), or sm_90 without one; else `arch`
+    checked against ^sm_\\d+a?$."""
+    if arch == "auto" and os.environ.get(ARCH_ENV):
+        arch = os.environ[ARCH_ENV]  # the sweep's, resolved once by its callback
+    if arch == "auto":
+        return gpu_arch() or DEFAULT_ARCH
+    if not ARCH_RE.match(arch):
+        raise BuildError(f"build.arch={arch!r}: expected auto or sm_XY (e.g. sm_80, sm_90a)")
+    return arch
+
+
+def target_arch(arch: str, kernel) -> str:
+    """What a kernel's libraries are built for: `arch` (build.arch) resolved, or the arch the
+    kernel requires (`spec.ARCH`, e.g. sm_90a for instructions only that chip runs) where it
+    names one. BuildError when build.arch names another chip than the required one."""
+    resolved = resolve_arch(arch)
+    required = getattr(getattr(kernel, "spec", None), "ARCH", None)
+    if required is None:
+        return resolved
+    name = getattr(kernel, "name", "this kernel")
+    if not ARCH_RE.match(str(required)):
+        raise BuildError(f"kernel {name!r}: spec.ARCH={required!r}, expected sm_XY (e.g. sm_90a)")
+    if arch != "auto" and _chip(resolved) != _chip(required):
+        raise BuildError(f"build.arch={arch}: kernel {name!r} is built for {required} only "
+                         "(its spec.ARCH); leave build.arch=auto")
+    return required
+
+
+def unavailable(kernel) -> str | None:
+    """One line saying why the visible GPU cannot run `kernel` (its spec.ARCH is another
+    chip's), or None when it can or no GPU is visible."""
+    required, gpu = getattr(kernel.spec, "ARCH", None), gpu_arch()
+    if required is None or gpu is None or _chip(gpu) == _chip(str(required)):
+        return None
+    return (f"kernel {kernel.name!r} needs a {required} GPU (its spec.ARCH) and this one is "
+            f"{gpu}: it is unavailable here")
+
+
+def _chip(arch: str) -> str:
+    """sm_90a -> sm_90: the `a` variant's code runs on that chip only, but it is the chip."""
+    return arch.rstrip("a")
+
+
+def nvcc_version(nvcc: str) -> str:
+    """`nvcc --version`'s output (part of every library's hash)."""
+    try:
+        run = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False)
+    except OSError as err:
+        raise BuildError(f"build.nvcc={nvcc!r} cannot be run: {err}") from None
+    if run.returncode != 0:
+        raise BuildError(f"`{nvcc} --version` failed: {run.stderr.strip()}")
+    return run.stdout
+
+
+def find_ninja() -> str:
+    """ninja on PATH, else the one in the `ninja` PyPI package."""
+    if found := shutil.which("ninja"):
+        return found
+    try:
+        import ninja
+
+        path = Path(ninja.BIN_DIR) / "ninja"
+        if path.is_file():
+            return str(path)
+    except ImportError:
+        pass
+    raise BuildError("ninja not found: `pip install ninja` (requirements.txt has it)")
+
+
+def _kernel_sources(kernel) -> list[Path]:
+    """The kernel's source, every header in its folder and ablate's own, in a stable order."""
+    source, folder = Path(kernel.source).resolve(), Path(kernel.dir).resolve()
+    if not source.is_file():
+        raise BuildError(f"the kernel's source {source} is not a file")
+    if not folder.is_dir():
+        raise BuildError(f"the kernel's folder {folder} is not a directory")
+    files = {source} | {p for d in (folder, INCLUDE) for p in d.rglob("*")
+                        if p.is_file() and p.suffix in HEADER_SUFFIXES}
+    return sorted(files)
+
+
+
+def _shown(path, root: Path) -> str:
+    """A path as nvcc's command line gives it: relative to the project root inside it."""
+    path = Path(path).resolve()
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+
+
+def _digest(command: list[str], version: str, sources: list[Path], headers: tuple[str, ...],
+            root: Path) -> str:
+    h = hashlib.sha256()
+    for part in (*command, version):
+        h.update(part.encode() + b"\0")
+    for path in [*sources, *(root / p for p in headers)]:
+        name = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+        h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _failed(ninja_output: str, lib: Path) -> bool:
+    """Whether ninja reported the build of `lib` as failed (`FAILED: [code=1] lib ...`)."""
+    return any(line.startswith("FAILED:") and str(lib) in line
+               for line in ninja_output.splitlines())
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except FileNotFoundError:
+        return None
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _ninja_escape(text: str) -> str:
+    """A value in a ninja variable: `$` is ninja's only special character there."""
+    return text.replace("$", "$$")
+
+
+def _ninja_path(path: str) -> str:
+    """A path in a ninja build line, where space and colon are special too."""
+    return path.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")

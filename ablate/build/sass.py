@@ -1,0 +1,156 @@
+"""The SASS of a built library (`cuobjdump -sass`): instruction mix and a normalised text.
+
+cuobjdump comes from the CUDA toolkit when present, else from the PyPI packages
+nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm (cuobjdump hands the disassembly to
+nvdisasm, and without it prints nothing but a "fatal" line while exiting 0).
+"""
+import importlib.metadata
+import os
+import re
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+from ablate.build.ptxas import demangle
+
+# Instruction classes counted, each reported as `sass.<class>`: those of docs/design.md
+# ("Fingerprints"), plus ldg_8/stg_8, lop3 (LOP3: logic such as the swizzle's XOR), shfl
+# (warp shuffles), atoms (shared-memory atomics), atom (global atomics and reductions:
+# ATOM, ATOMG, RED), fp64 (DADD, DMUL, DFMA), mufu_rsq (reciprocal square root) and
+# instructions (every instruction but NOP); and Hopper's: hgmma (warpgroup MMA, wgmma), utmaldg
+# and utmastg (bulk tensor copies, TMA), syncs (mbarrier operations) and setmaxnreg.
+WIDTHS = (8, 16, 32, 64, 128)
+CLASSES = (
+    ("hmma_f16", "hmma_f32", "ldsm", "ldgsts")
+    + tuple(f"ldg_{w}" for w in WIDTHS)
+    + tuple(f"stg_{w}" for w in WIDTHS)
+    + ("lds", "sts", "bar", "ldl", "stl", "mufu_ex2", "mufu_rsq", "bra", "lop3", "shfl", "atoms",
+       "atom", "fp64", "hgmma", "utmaldg", "utmastg", "syncs", "setmaxnreg", "instructions")
+)
+
+_FUNCTION = re.compile(r"^\s*Function : (\S+)")
+# `/*0a30*/  @!P0 LDG.E.128 R4, desc[UR6][R2.64] ;  /* 0x... */` -> the instruction text
+_INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(.*?)\s*;")
+_PREDICATE = re.compile(r"^@!?U?P\w+\s+")
+
+
+class SassError(RuntimeError):
+    """cuobjdump is missing or could not disassemble a library."""
+
+
+def read(lib: Path) -> dict:
+    """`{"kernels": {name: {class: count}}, "totals": {class: count}, "text": str}` for the
+    library `lib`; `text` is the normalised SASS (see `normalise`)."""
+    functions = parse(disassemble(lib))
+    readable = demangle(list(functions))
+    kernels = {readable[name]: mix(code) for name, code in functions.items()}
+    totals = {c: sum(k[c] for k in kernels.values()) for c in CLASSES}
+    return {"kernels": kernels, "totals": totals, "text": normalise(functions)}
+
+
+def disassemble(lib: Path) -> str:
+    """cuobjdump -sass of `lib`, raising SassError when it shows no function."""
+    cuobjdump, nvdisasm = find_tool("cuobjdump"), find_tool("nvdisasm")
+    env = dict(os.environ, PATH=f"{nvdisasm.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    run = subprocess.run([str(cuobjdump), "-sass", str(lib)], capture_output=True, text=True,
+                         env=env, check=False)
+    if run.returncode != 0 or "fatal" in run.stderr:
+        raise SassError(f"{cuobjdump} -sass {lib} failed (exit {run.returncode}): "
+                        f"{run.stderr.strip()}")
+    if not any(_FUNCTION.match(line) for line in run.stdout.splitlines()):
+        raise SassError(f"cuobjdump found no device function in {lib}")
+    return run.stdout
+
+
+def find_tool(name: str) -> Path:
+    """`cuobjdump` or `nvdisasm`: the CUDA toolkit's (CUDA_HOME, CUDA_PATH, beside nvcc,
+    /usr/local/cuda), then PATH, then the PyPI package nvidia-cuda-<name>."""
+    dirs = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    dirs = [Path(d) / "bin" for d in dirs if d]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        dirs.append(Path(nvcc).resolve().parent)
+    dirs.append(Path("/usr/local/cuda/bin"))
+    for d in dirs:
+        if (d / name).is_file() and os.access(d / name, os.X_OK):
+            return d / name
+    if found := shutil.which(name):
+        return Path(found)
+    package = f"nvidia-cuda-{name}"
+    try:
+        files = importlib.metadata.distribution(package).files or []
+    except importlib.metadata.PackageNotFoundError:
+        files = []
+    for f in files:
+        if f.name == name and f.parent.name == "bin":
+            return Path(f.locate()).resolve()
+    raise SassError(f"{name} not found in the CUDA toolkit, on PATH or from the PyPI package "
+                    f"{package}: install one of them (`pip install {package}`)")
+
+
+def parse(text: str) -> dict[str, list[str]]:
+    """Mangled function name -> its instructions, as text without addresses or encodings.
+    A function that appears in several fatbin sections (one per arch) keeps the first."""
+    functions: dict[str, list[str]] = {}
+    code = None
+    for line in text.splitlines():
+        if m := _FUNCTION.match(line):
+            name = m.group(1)
+            code = None if name in functions else functions.setdefault(name, [])
+        elif code is not None and (m := _INSTRUCTION.match(line)):
+            code.append(m.group(1))
+    return functions
+
+
+def normalise(functions: dict[str, list[str]]) -> str:
+    """One text for the whole library, functions in name order, so two libraries' SASS can
+    be compared for equality (addresses and encodings are already gone)."""
+    return "".join(f"Function : {name}\n" + "".join(f"  {i}\n" for i in functions[name])
+                   for name in sorted(functions))
+
+
+def mix(instructions: list[str]) -> dict[str, int]:
+    """Counts of each class in CLASSES for one function's instructions."""
+    counts = Counter(dict.fromkeys(CLASSES, 0))
+    for text in instructions:
+        cls = classify(text)
+        if cls:
+            counts[cls] += 1
+        if not _mnemonic(text).startswith("NOP"):
+            counts["instructions"] += 1
+    return dict(counts)
+
+
+def classify(instruction: str) -> str | None:
+    """The class of one instruction (`@P0 LDG.E.128 R4, [R2.64]` -> "ldg_128"), or None."""
+    op, *mods = _mnemonic(instruction).split(".")
+    if op == "HMMA":
+        # HMMA.16816.F32 accumulates in FP32, HMMA.16816.F16 in FP16 (input type may follow).
+        acc = next((m for m in mods if m in ("F16", "F32")), None)
+        return {"F16": "hmma_f16", "F32": "hmma_f32"}.get(acc)
+    if op in ("LDG", "STG"):
+        return f"{op.lower()}_{_width(mods)}"
+    if op == "MUFU":
+        return {"EX2": "mufu_ex2", "RSQ": "mufu_rsq"}.get(mods[0] if mods else None)
+    return {"LDSM": "ldsm", "LDGSTS": "ldgsts", "LDS": "lds", "STS": "sts", "BAR": "bar",
+            "LDL": "ldl", "STL": "stl", "BRA": "bra", "LOP3": "lop3", "SHFL": "shfl",
+            "ATOMS": "atoms", "ATOM": "atom", "ATOMG": "atom", "RED": "atom", "DADD": "fp64",
+            "DMUL": "fp64", "DFMA": "fp64", "HGMMA": "hgmma", "UTMALDG": "utmaldg",
+            "UTMASTG": "utmastg", "SYNCS": "syncs", "USETMAXREG": "setmaxnreg"}.get(op)
+
+
+def _mnemonic(instruction: str) -> str:
+    return _PREDICATE.sub("", instruction.strip()).split(" ", 1)[0]
+
+
+def _width(mods: list[str]) -> int:
+    """Access width in bits from the modifiers: .128, .64, .U16/.S16, .U8/.S8, else 32."""
+    for mod in mods:
+        if mod in ("128", "64"):
+            return int(mod)
+        if mod in ("U16", "S16", "16"):
+            return 16
+        if mod in ("U8", "S8", "8"):
+            return 8
+    return 32

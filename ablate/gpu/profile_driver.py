@@ -1,0 +1,52 @@
+"""The process Nsight Compute profiles: one launch of the base and one of the variant.
+
+    ncu --profile-from-start off ... python -m ablate.gpu.profile_driver SPEC.json
+
+The GPU child of a sweep (ablate/worker.py) holds its own CUDA context for the whole sweep,
+so the counters are read in a process of their own, started under ncu by ablate/profile.py.
+SPEC.json: {"kernel_dir", "base_so", "variant_so", "shape", "seed", "launches"}.
+
+For each of base and variant, in that order: the kernel's inputs are made as the timing's
+first replicate makes its first input set (the spec's make_inputs, seed + 1), the kernel
+runs once untimed (module loading, lazy initialization), then once more between
+cudaProfilerStart and cudaProfilerStop, on a CUDA stream of its own: ncu profiles only
+what runs in that range, and the stream tells the base's launches from the variant's in its
+report (profile.py groups the rows by stream, in launch order). The variant runs
+`launches` times there (a calibration's 2). Nothing is written to stdout but ncu's report.
+"""
+import json
+import sys
+
+
+def main(argv):
+    if len(argv) != 1:
+        sys.exit("usage: python -m ablate.gpu.profile_driver SPEC.json")
+    spec = json.loads(open(argv[0]).read())
+    sys.stdout = sys.stderr  # stdout carries ncu's CSV only
+
+    import torch
+
+    from ablate.job import plugins
+    from ablate.gpu import timing
+    from ablate.build.library import Kernel
+
+    kspec = plugins.load_dir(spec["kernel_dir"]).spec
+    shape, device = spec["shape"], torch.device("cuda", torch.cuda.current_device())
+    for who, launches in (("base", 1), ("variant", int(spec.get("launches", 1)))):
+        kernel = Kernel(spec[f"{who}_so"], kspec)
+        inputs = timing.make_inputs(kspec, shape, 1, spec["seed"] + 1, device)[0]
+        stream = torch.cuda.Stream(device)
+        with torch.cuda.stream(stream):
+            kernel(inputs, shape)  # untimed: first-launch costs stay out of the counters
+            stream.synchronize()
+            torch.cuda.profiler.start()
+            for _ in range(launches):
+                kernel(inputs, shape)
+            stream.synchronize()
+            torch.cuda.profiler.stop()
+        del inputs
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,389 @@
+"""The GPU half of a job, run in a long-lived child process.
+
+A variant that faults (an illegal or misaligned address leaves the CUDA context unusable)
+or hangs must not take the sweep down with it, so the GPU work runs in a child. Starting one
+per job costs python, torch, a CUDA context and cuDNN (~5-7 s) every time, so one child
+serves the jobs of a sweep in turn:
+
+    python -m ablate.gpu.worker --serve [MODULE:FUNCTION]
+
+reads one JSON spec per line on stdin and answers one JSON result per line on a private copy
+of its stdout (everything else it prints goes to stderr, a file the parent slices per job
+into the job's `worker.log`). The parent waits up to `bench.timeout_s` for the answer and
+turns what happened into the job's result dict: `timeout` (the child's group is killed),
+`crashed` (it died, or reported an error: it then exits, since the context may be poisoned),
+`incorrect` (base or variant failed the correctness gate; not timed) or `ok` with the timing
+statistics. After `timeout` or `crashed` the next job starts a fresh child; after `ok` or
+`incorrect` the same child serves it (its pid is the param `worker_pid`). The child ends at
+the end of the sweep (`stop_worker`, and atexit), on EOF on stdin, or with the parent.
+
+The spec: {"kernel_dir": the kernel's plugin folder, "base_so": path, "variant_so": path,
+"shape": {the shape's fields, as the kernel's spec validated them}, "peers": [names],
+"launches": how many launches of the variant stand for one (1; a calibration's 2), "bench":
+{the bench config}}.
+"""
+import atexit
+import contextlib
+import ctypes
+import functools
+import importlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+from ablate.paths import ROOT
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def result(status, params=None, metrics=None, artifacts=None, error=None):
+    return {"status": status, "params": params or {}, "metrics": metrics or {},
+            "artifacts": artifacts or {}, "error": error}
+
+
+# ---- the parent side --------------------------------------------------------------------
+
+def _describe_exit(code):
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+def _read_line(fd, deadline):
+    """One line from fd by the deadline: the bytes, b"" at EOF (the child died), None on timeout."""
+    data = b""
+    while not data.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return b""
+        data += chunk
+    return data
+
+
+class Worker:
+    """The parent's handle on one child at a time; `handler` (MODULE:FUNCTION) replaces the
+    GPU job in tests."""
+
+    def __init__(self, handler=None):
+        self.command = [sys.executable, "-m", "ablate.gpu.worker", "--serve", *([handler] if handler else [])]
+        self.proc = self.log = None
+        self.gpu = None  # the gpus.Gpu the child is pinned to (None: whatever this process sees)
+
+    def _start(self):
+        # One anonymous file takes all the child's output; each job reads its own slice.
+        self.log = tempfile.TemporaryFile()
+        env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": self.gpu.pin} if self.gpu else {})}
+        # Own session: on timeout the whole group is killed, whatever it started.
+        self.proc = subprocess.Popen(self.command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.log, start_new_session=True, env=env)
+
+    def stop(self, grace=0.0):
+        """End the child: EOF on its stdin, `grace` seconds to exit, then its group is killed.
+        Its exit code (None when there was none)."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return None
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        proc.stdout.close()
+        return proc.returncode
+
+    def run(self, spec, timeout_s):
+        """The job's result dict. A timeout or a crash ends the child; the next job starts a fresh one."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.stop()
+            self._start()
+        proc, start = self.proc, os.fstat(self.log.fileno()).st_size
+        try:
+            proc.stdin.write(json.dumps(spec).encode() + b"\n")
+            proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # it died while idle: the read below sees EOF and says how
+        line = _read_line(proc.stdout.fileno(), time.monotonic() + timeout_s)
+        out = json.loads(line) if line else None
+        if out is None or out["status"] == "crashed":
+            code = self.stop(grace=0 if line is None else 10)  # a crashed child exits by itself
+        log = self.log
+        output = os.pread(log.fileno(), os.fstat(log.fileno()).st_size - start, start).decode(errors="replace")
+        params, artifacts = {"worker_pid": proc.pid}, {"worker.log": output}
+        if line is None:
+            return result("timeout", params, artifacts=artifacts,
+                          error=f"GPU worker killed after bench.timeout_s={timeout_s} s")
+        if out is None:
+            tail = "\n".join(output.strip().splitlines()[-5:])
+            return result("crashed", params, artifacts=artifacts,
+                          error=f"GPU worker died ({_describe_exit(code)}) without a result; last output:\n{tail}")
+        out["params"] = {**out["params"], **params}
+        out["artifacts"] = {**out["artifacts"], **artifacts}
+        return out
+
+
+_worker = None  # the child of this process's jobs (Hydra's basic launcher runs a sweep in one process;
+                # a parallel launcher runs several such processes, each with its child)
+
+
+def run_worker(spec, timeout_s):
+    """Run the GPU half of a job in this process's child, started on first use, on a GPU that
+    this job holds alone while it runs (gpus.claim: the child's own GPU when it is free; on
+    another, the child is replaced by one pinned to it)."""
+    from ablate.gpu import gpus
+
+    global _worker
+    if _worker is None:
+        _worker = Worker()
+        atexit.register(stop_worker)
+    with gpus.claim(prefer=_worker.gpu) as gpu:
+        if gpu != _worker.gpu:
+            _worker.stop(grace=10)
+            _worker.gpu = gpu
+        out = _worker.run(spec, timeout_s)
+    if gpu is not None:  # the child's own reading of the UUID stands; nvidia-smi's where it has none
+        out["params"]["gpu_index"] = gpu.index
+        if gpu.uuid and out["params"].get("gpu_uuid", "unknown") == "unknown":
+            out["params"]["gpu_uuid"] = gpu.uuid
+    return out
+
+
+def stop_worker():
+    """End the child (at the end of a sweep, and at exit): an idle child exits on EOF at once."""
+    if _worker is not None:
+        _worker.stop(grace=10)
+
+
+# ---- the child side ---------------------------------------------------------------------
+
+def _stat_metrics(prefix, samples, spec, shape):
+    """Median, p10, p90 (us per launch), and the rates they mean: TFLOP/s when the kernel
+    does floating-point work, GB/s of the fewest bytes it must move."""
+    from ablate.gpu.stats import summary
+
+    s = summary(samples, prefix)
+    out = {f"{prefix}_us": s["median"], f"{prefix}_us_p10": s["p10"], f"{prefix}_us_p90": s["p90"],
+           f"{prefix}_gbps": spec.bytes_moved(shape) / s["median"] / 1e3}
+    if spec.flops(shape):
+        out[f"{prefix}_tflops"] = spec.flops(shape) / s["median"] / 1e6
+    return out
+
+
+def _state_record(when, state):
+    """GPU readings as flat metrics and params."""
+    if not state.get("available"):
+        return {}, {f"gpu_state_{when}": f"unavailable: {state.get('error')}"}
+    metrics = {f"{key}_{when}": state[key] for key in
+               ("sm_clock_mhz", "sm_clock_max_mhz", "mem_clock_mhz", "temperature_c", "power_w")
+               if state.get(key) is not None}
+    reasons = state.get("throttle_reasons")
+    params = {f"throttle_{when}": "unknown" if reasons is None else ",".join(reasons) or "none"}
+    return metrics, params
+
+
+@functools.cache
+def _kernel(kernel_dir, path):
+    """One handle per library for the child's life: every job loads the base again, and a
+    library's name is the hash of what went into it."""
+    from ablate.job import plugins
+    from ablate.build.library import Kernel
+
+    return Kernel(path, plugins.load_dir(kernel_dir).spec)
+
+
+def _replicates(kspec, base, variant, shape, bench, spec, n_sets, device):
+    """Time base, variant (launched spec["launches"] times: calibrations) and the peers in
+    replicates until the slowdown is precise enough (timing.replicates). Every replicate
+    gets input sets of its own, allocated while the earlier ones stay allocated, so that
+    they lie elsewhere in memory; when the next would leave less than a quarter of the GPU's
+    memory free, the oldest are released first, and `reused` says so.
+
+    Returns {"replicates": one {candidate: samples} per replicate, "estimate": the final
+    stats.slowdown, "stop_reason", "seconds", "launches": per sample, of the last replicate,
+    "skipped": {peer: why}, "reused": bool}."""
+    import numpy as np
+    import torch
+
+    from ablate.gpu import timing
+    from ablate.gpu.stats import slowdown
+
+    rng = np.random.default_rng(bench["seed"])
+    held, skipped, launches, reused = [], {}, {}, False
+    need = n_sets * kspec.bytes_moved(shape)
+
+    def take(i):
+        nonlocal reused
+        while held:
+            free, total = torch.cuda.mem_get_info(device)
+            if free - need >= total / 4:
+                break
+            held.pop(0)
+            torch.cuda.empty_cache()
+            reused = True
+        sets = timing.make_inputs(kspec, shape, n_sets, bench["seed"] + 1 + i, device)
+        held.append(sets)
+        candidates = {"base": timing.kernel_launcher(base, sets, shape),
+                      "variant": timing.kernel_launcher(variant, sets, shape, spec.get("launches", 1))}
+        peers, why = timing.peer_launchers(kspec, sets, shape, [p for p in spec["peers"] if p not in skipped])
+        skipped.update(why)
+        candidates.update(peers)
+        order = rng.permutation(list(candidates))
+        samples, counts, dropped = timing.measure({n: candidates[n] for n in order}, n_sets, bench,
+                                                  optional=list(peers))
+        skipped.update(dropped)
+        launches.update(counts)
+        return samples
+
+    def estimate(reps):
+        return slowdown([r["base"] for r in reps], [r["variant"] for r in reps], bench["min_effect"])
+
+    reps, reason, seconds = timing.replicates(take, bench, estimate)
+    held.clear()
+    torch.cuda.empty_cache()
+    return {"replicates": reps, "estimate": estimate(reps), "stop_reason": reason, "seconds": seconds,
+            "launches": launches, "skipped": skipped, "reused": reused}
+
+
+def gpu_job(spec):
+    """Check base and variant, then time base, variant and the kernel's peers side by side."""
+    import numpy as np
+    import torch
+
+    from ablate.gpu import gpu_state, peaks, timing
+    from ablate.job import plugins
+    from ablate.gpu.check import check
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("no CUDA device visible to the GPU worker")
+    kspec = plugins.load_dir(spec["kernel_dir"]).spec
+    shape, bench = spec["shape"], spec["bench"]
+    device = torch.device("cuda", torch.cuda.current_device())
+    props = torch.cuda.get_device_properties(device)
+    uuid = str(getattr(props, "uuid", "") or "") or None
+    before = gpu_state.read(uuid, device.index)
+    base, variant = (_kernel(spec["kernel_dir"], spec[k]) for k in ("base_so", "variant_so"))
+    params = {"gpu": props.name, "gpu_uuid": _uuid_text(uuid), "torch": torch.__version__, "cuda": torch.version.cuda,
+              "driver": before.get("driver", "unavailable"), "bound": kspec.BOUND}
+    artifacts = {}
+
+    # The gate: both must be right before either is timed (the base too: a slowdown against
+    # a wrong base means nothing).
+    tolerance = bench.get("tolerance")
+    checks = {who: check(k, shape, tolerance, seed=bench["seed"])
+              for who, k in (("base", base), ("variant", variant))}
+    metrics = {"rel_err": checks["variant"]["rel_err"], "base_rel_err": checks["base"]["rel_err"],
+               "tolerance": kspec.tolerance(shape) if tolerance is None else tolerance}
+    failed = [f"{who} failed the correctness gate: {c['error']}" for who, c in checks.items() if not c["ok"]]
+    if failed:
+        return result("incorrect", params, metrics, artifacts, "; ".join(failed))
+
+    n_sets = timing.input_set_count(bench["l2"], props.L2_cache_size, kspec.bytes_moved(shape))
+    timed = _replicates(kspec, base, variant, shape, bench, spec, n_sets, device)
+    reps = timed["replicates"]
+    after = gpu_state.read(uuid, device.index)
+
+    pooled = {name: np.concatenate([r[name] for r in reps if name in r]) for name in reps[0]}
+    for name, times in pooled.items():
+        metrics.update(_stat_metrics(name, times, kspec, shape))
+    # peer_us: the first peer of the job's list that ran, the reference of record.
+    ran = [p for p in spec["peers"] if p in pooled]
+    if ran:
+        metrics.update(_stat_metrics("peer", pooled[ran[0]], kspec, shape))
+        params["peer"] = ran[0]
+    # The slowdown and its interval over the replicates (stats.py), and what ended them.
+    estimate = dict(timed["estimate"])
+    estimate["slowdown_half_width"] = estimate.pop("half_width")
+    metrics.update(estimate, timing_s=timed["seconds"])
+    params.update({"stop_reason": timed["stop_reason"], "replicate_inputs": "reused" if timed["reused"] else "fresh"})
+    # The fraction of the GPU's measured ceiling that applies to this kernel (peaks.py).
+    name, value, unit = peaks.peak(kspec.BOUND, device.index)
+    rate = "gbps" if kspec.BOUND == "memory" else "tflops"
+    metrics[name] = value
+    if bench.get("profile"):  # the roofline (ablate/roofline.py) stands under both ceilings
+        both = peaks.measured(device.index)
+        metrics.update(peak_gbps=both["copy_gbps"], peak_tflops=both["matmul_tflops"])
+    for who in ("base", "variant"):
+        metrics[f"{who}_peak_fraction"] = metrics[f"{who}_{rate}"] / value
+    for when, state in (("before", before), ("after", after)):
+        m, p = _state_record(when, state)
+        metrics.update(m)
+        params.update(p)
+    params.update({"input_sets": n_sets, **{f"launches_{n}": c for n, c in timed["launches"].items()}})
+    params.update({f"peer_{p}_skipped": why[:500] for p, why in timed["skipped"].items()})
+    artifacts["samples.json"] = json.dumps({"replicates": [{n: np.round(t, 4).tolist() for n, t in r.items()}
+                                                           for r in reps]})
+    artifacts["gpu_state.json"] = json.dumps({"before": before, "after": after}, indent=1)
+    return result("ok", params, metrics, artifacts)
+
+
+def _uuid_text(uuid):
+    """torch's device UUID as nvidia-smi writes it (GPU-xxxxxxxx-...)."""
+    if not uuid:
+        return "unknown"
+    return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+
+
+def checked_gpu_job(spec):
+    """gpu_job, then one synchronize: an error a kernel left pending (and any sticky error a
+    caught exception hid) is raised in this job, which is then crashed, never in the next."""
+    import torch
+
+    out = gpu_job(spec)
+    torch.cuda.synchronize()
+    return out
+
+
+def _answer(handler, spec):
+    try:
+        return handler(spec)
+    except Exception as e:  # a CUDA error, or anything else: crashed, and this child ends
+        traceback.print_exc()
+        text = str(e).strip()
+        return result("crashed", error=f"{type(e).__name__}: {text.splitlines()[0] if text else ''}".strip())
+
+
+def serve(handler):
+    """Answer one JSON spec per line of stdin with one JSON result per line, until EOF or a
+    crash. Answers go to a private copy of stdout; fd 1 then points at stderr, so nothing
+    else (a print, torch, the CUDA runtime) can write into the protocol."""
+    answers = os.fdopen(os.dup(1), "w")  # not inheritable: grandchildren cannot write to it
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    # Killed with the parent even mid-job (an idle child sees EOF anyway). Linux ties this
+    # to the thread that started the child: Hydra's basic launcher runs jobs on the main one.
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    for line in sys.stdin:
+        out = _answer(handler, json.loads(line))
+        sys.stderr.flush()  # the job's log is whole before the parent reads it
+        answers.write(json.dumps(out) + "\n")
+        answers.flush()
+        if out["status"] == "crashed":
+            return 1  # the CUDA context may be poisoned: serve nothing more
+    return 0
+
+
+def main(argv):
+    if not argv or argv[0] != "--serve" or len(argv) > 2:
+        sys.exit("usage: python -m ablate.gpu.worker --serve [MODULE:FUNCTION]")
+    handler = checked_gpu_job
+    if len(argv) == 2:
+        module, _, name = argv[1].partition(":")
+        handler = getattr(importlib.import_module(module), name)
+    return serve(handler)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,267 @@
+"""Kernel plugins: where ablate finds a kernel, and how Hydra sees that kernel's configs.
+
+A plugin is a folder named after its kernel, the product's layout in small:
+
+    <name>/
+      spec.py                  what the kernel computes (the only place that knows): shape
+                               fields, inputs, reference and tolerance, the C ABI, the work
+                               model, the peers timed beside it (SPEC below)
+      base/                    the base's sources (spec.SOURCE names the translation unit;
+                               the plugin folder is the include root)
+      patches/                 one header per pathology
+      conf/kernel/<name>.yaml  its Hydra choice: name, MLflow experiment, default shape
+      conf/pathology/*.yaml    its pathologies (`none`, the base, is ablate's own)
+      conf/shape/*.yaml        its shapes
+
+Plugins are looked up in this project's kernels/, then in the folders of ABLATE_KERNEL_PATH
+(separated by os.pathsep), then in `kernel_path=[...]`. A run is about one kernel:
+`kernel=NAME` picks it (conf/config.yaml names the default), and `choose` points
+ABLATE_KERNEL_CONF at its conf/ before Hydra starts, where the search-path plugin in
+hydra_plugins/ablate_kernel adds it to Hydra's config search path. `pathology=glob(*)` and
+`shape=glob(*)` therefore see that kernel's configs and no other's, and a pathology is never
+built against another kernel's base.
+"""
+import functools
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from ablate.paths import CONF, KERNELS
+PATH_ENV = "ABLATE_KERNEL_PATH"
+CONF_ENV = "ABLATE_KERNEL_CONF"  # read by hydra_plugins/ablate_kernel
+
+# What spec.py must define, and what each is for. The pipeline reads nothing else of a kernel.
+SPEC = {
+    "SOURCE": "the base's translation unit, relative to the plugin folder",
+    "SYMBOL": "the C function of the built library that runs the kernel",
+    "ARGTYPES": "that function's ctypes argument types (it returns a cudaError_t as int)",
+    "OUTPUTS": "names of the tensors (in make_inputs' dict) that the kernel writes",
+    "BOUND": "'memory' or 'compute': which of the GPU's measured peaks its speed is held to",
+    "SANITIZE_SHAPES": "small shapes (dicts) that compute-sanitizer runs every variant on",
+    "validate_shape": "shape(shape config) -> the shape as a plain dict; ValueError naming the problem",
+    "make_inputs": "make_inputs(shape, generator, device) -> {name: tensor}, inputs and outputs",
+    "arguments": "arguments(pointers, shape, stream) -> the C function's arguments",
+    "reference": "reference(inputs, shape) -> {output name: float32/float64 tensor}",
+    "tolerance": "tolerance(shape) -> the correctness gate's bound on the error",
+    "flops": "flops(shape) -> floating-point operations of one launch",
+    "bytes_moved": "bytes_moved(shape) -> the fewest global-memory bytes one launch moves",
+}
+# And what it may define; the pipeline has a default for each.
+OPTIONAL = {
+    "ARCH": "the arch the kernel must be built for (e.g. sm_90a, for wgmma or setmaxnreg); on a "
+            "GPU of another chip it is unavailable (default: build.arch, auto = the GPU's)",
+    "label": "label(shape) -> a readable one-line description of a shape",
+    "PEERS": "{name: make(shape) -> run(inputs)}: other implementations timed beside it",
+    "DEFAULT_PEERS": "the peers a job times when bench.peers is null (default: all)",
+    "error": "error(output, reference) -> the gate's error (default: ||o - ref|| / ||ref||)",
+    "config_of": "config_of(kernel name, configs) -> the variant-info config a compiled "
+                 "kernel instance belongs to (default: the only one)",
+    "launched": "launched(kernel name, shape, configs) -> whether a shape runs that instance "
+                "(default: true when the library has one config)",
+}
+BOUNDS = ("memory", "compute")
+
+
+class PluginError(ValueError):
+    """A kernel that cannot be used: unknown, or its folder is missing a piece (named)."""
+
+
+@dataclass(frozen=True)
+class Plugin:
+    name: str
+    dir: Path
+    spec: ModuleType
+
+    @property
+    def conf(self) -> Path:
+        return self.dir / "conf"
+
+    @property
+    def source(self) -> Path:
+        return self.dir / self.spec.SOURCE
+
+    def label(self, shape: dict) -> str:
+        """A shape in words: the spec's label, else its fields."""
+        if hasattr(self.spec, "label"):
+            return self.spec.label(shape)
+        return " ".join(f"{k}={v}" for k, v in shape.items())
+
+    def options(self, group: str) -> list[str]:
+        """The kernel's configs in `group` (pathology, shape), with ablate's own (the base)."""
+        names = {p.stem for d in (self.conf / group, CONF / group) for p in d.glob("*.yaml")}
+        return sorted(names)
+
+
+def search_dirs(kernel_path=()) -> list[Path]:
+    env = [p for p in os.environ.get(PATH_ENV, "").split(os.pathsep) if p]
+    return [KERNELS, *(Path(p).expanduser() for p in [*env, *kernel_path])]
+
+
+def available(kernel_path=()) -> dict[str, Path]:
+    """{name: folder} of every plugin on the search dirs: a folder holding spec.py or conf/kernel."""
+    found: dict[str, Path] = {}
+    for d in search_dirs(kernel_path):
+        if not d.is_dir():
+            continue
+        for folder in sorted(p for p in d.iterdir() if p.is_dir()):
+            if not ((folder / "spec.py").exists() or (folder / "conf" / "kernel").is_dir()):
+                continue
+            folder = folder.resolve()
+            if found.get(folder.name, folder) != folder:
+                raise PluginError(f"kernel {folder.name!r} is defined twice: {found[folder.name]} "
+                                  f"and {folder}; rename one, or take its folder off the kernel path")
+            found[folder.name] = folder
+    return found
+
+
+def load(name: str, kernel_path=()) -> Plugin:
+    """The plugin called `name`, checked; PluginError naming what is missing."""
+    plugins = available(kernel_path)
+    if name not in plugins:
+        where = ", ".join(str(d) for d in search_dirs(kernel_path))
+        listed = "\n".join(f"\t{n}\t({p})" for n, p in sorted(plugins.items()))
+        raise PluginError(f"unknown kernel {name!r} (looked in {where}; more folders: "
+                          f"{PATH_ENV} or kernel_path=[...])\nAvailable options in 'kernel':\n{listed}")
+    return load_dir(plugins[name])
+
+
+@functools.cache
+def load_dir(folder) -> Plugin:
+    """The plugin in `folder`, checked: its spec imports and defines SPEC, its files exist."""
+    folder = Path(folder).resolve()
+    name = folder.name
+    missing = [f"{what} ({folder / what})" for what in
+               ("spec.py", f"conf/kernel/{name}.yaml", "conf/shape") if not (folder / what).exists()]
+    if missing:
+        raise PluginError(f"kernel {name!r} at {folder} is missing {', '.join(missing)}")
+    spec = _import_spec(name, folder / "spec.py")
+    absent = [f"{key} ({what})" for key, what in SPEC.items() if not hasattr(spec, key)]
+    if absent:
+        raise PluginError(f"kernel {name!r}: {folder / 'spec.py'} does not define: " + "; ".join(absent))
+    plugin = Plugin(name, folder, spec)
+    if spec.BOUND not in BOUNDS:
+        raise PluginError(f"kernel {name!r}: spec.BOUND must be one of {list(BOUNDS)}, got {spec.BOUND!r}")
+    if not plugin.source.is_file():
+        raise PluginError(f"kernel {name!r}: spec.SOURCE {spec.SOURCE!r} is not a file in {folder}")
+    if not plugin.options("shape"):
+        raise PluginError(f"kernel {name!r} has no shape: add one to {folder / 'conf' / 'shape'}")
+    return plugin
+
+
+def _import_spec(name: str, path: Path) -> ModuleType:
+    module_name = f"ablate_kernel_{name}"
+    module = sys.modules.get(module_name)
+    if module is not None and Path(module.__file__).resolve() == path:
+        return module
+    loader = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(loader)
+    sys.modules[module_name] = module
+    try:
+        loader.loader.exec_module(module)
+    except Exception as e:
+        del sys.modules[module_name]
+        raise PluginError(f"kernel {name!r}: {path} failed to import: {type(e).__name__}: {e}") from None
+    return module
+
+
+def of(cfg) -> Plugin:
+    """The plugin of a composed config (cfg.kernel.name, cfg.kernel_path)."""
+    return load(str(cfg.kernel.name), list(cfg.get("kernel_path") or []))
+
+
+def use(plugin: Plugin) -> Plugin:
+    """Show Hydra this kernel's configs (for every composition from now on, in this process
+    and the processes it starts)."""
+    os.environ[CONF_ENV] = str(plugin.conf)
+    return plugin
+
+
+def choose(argv) -> Plugin:
+    """The app's command line -> its kernel, shown to Hydra; PluginError when the kernel is
+    unknown or swept, or when a pathology or shape named belongs to another kernel."""
+    overrides = _overrides(argv)
+    values = {}
+    for o in overrides:
+        key = o.get_key_element()
+        if key in ("kernel", "kernel_path"):
+            if o.is_sweep_override():
+                raise PluginError(f"{o.input_line}: one kernel per run; sweep each kernel in a "
+                                  "run of its own")
+            values[key] = o.value()
+    kernel_path = values.get("kernel_path") or []
+    if isinstance(kernel_path, str):
+        kernel_path = [kernel_path]
+    plugin = load(str(values.get("kernel") or default_kernel()), kernel_path)
+    for o in overrides:
+        group = o.get_key_element()
+        if group in ("pathology", "shape"):
+            _check_belongs(plugin, group, _named(o), kernel_path)
+    return use(plugin)
+
+
+def default_kernel() -> str:
+    """The kernel of a run that names none: the `kernel` entry of conf/config.yaml's defaults."""
+    from omegaconf import OmegaConf
+
+    for entry in OmegaConf.to_container(OmegaConf.load(CONF / "config.yaml")).get("defaults", []):
+        if isinstance(entry, dict) and "kernel" in entry:
+            return str(entry["kernel"])
+    raise PluginError(f"{CONF / 'config.yaml'} names no default kernel (a `- kernel: NAME` default)")
+
+
+def compose(kernel=None, overrides=(), kernel_path=(), **kwargs):
+    """The app's config for `kernel` (default: the default kernel) with `overrides` (Hydra's
+    compose API), for the tools and tests that compose without the app."""
+    from hydra import compose as hydra_compose, initialize_config_dir
+
+    from ablate.gpu.gpus import register_resolver
+
+    register_resolver()  # conf/hydra/launcher/gpus.yaml counts the GPUs
+    kernel = kernel or default_kernel()
+    use(load(kernel, kernel_path))
+    extra = [f"kernel_path=[{','.join(repr(str(p)) for p in kernel_path)}]"] if kernel_path else []
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        return hydra_compose("config", overrides=[f"kernel={kernel}", *extra, *overrides], **kwargs)
+
+
+def _overrides(argv):
+    """Hydra's own reading of a command line: its argument parser, then its override parser."""
+    from hydra._internal.utils import get_args_parser
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    args, _ = get_args_parser().parse_known_args(list(argv))
+    return OverridesParser.create().parse_overrides(args.overrides or [])
+
+
+def _named(override) -> list[str]:
+    """The option names an override selects by name (none for glob and range sweeps)."""
+    from hydra.core.override_parser.types import ChoiceSweep
+
+    value = override.value()
+    if isinstance(value, ChoiceSweep):
+        value = value.list
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [v for item in value for v in (item if isinstance(item, list) else [item])
+                if isinstance(v, str)]
+    return []
+
+
+def _check_belongs(plugin: Plugin, group: str, names, kernel_path) -> None:
+    own = plugin.options(group)
+    for name in names:
+        if name in own:
+            continue
+        others = {}
+        for other, folder in available(kernel_path).items():
+            if other != plugin.name and (folder / "conf" / group / f"{name}.yaml").exists():
+                others[other] = folder
+        if others:
+            owner = ", ".join(f"{k!r} ({v})" for k, v in others.items())
+            raise PluginError(f"{group} {name!r} belongs to kernel {owner}, not to {plugin.name!r}, "
+                              f"the kernel of this run (kernel={plugin.name}); {plugin.name}'s "
+                              f"{group} options: {', '.join(own)}")

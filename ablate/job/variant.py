@@ -1,0 +1,217 @@
+"""A variant: the base kernel with some pathologies switched on, read from `cfg.pathology`.
+
+`cfg.pathology` maps each selected pathology's name to its yaml content (docs/design.md):
+`pathology=none` gives `{none: {...}}`, `pathology=[a,b]` gives `{a: {...}, b: {...}}`.
+A pathology's header is a path relative to its kernel's plugin folder (patches/x.cuh), or to
+ablate/include/ for ablate's own (the calibrations': ablate/calibration_null.cuh).
+Calibrations (conf/calibration/, `make calibrate`) are pathologies whose true effect is
+known by construction: `truth` states it, and `launches: N` makes each launch of the
+variant N launches of its kernel.
+Everything that later reaches nvcc's command line is checked here against strict patterns,
+so a bad config is a clear error before anything is built.
+"""
+import itertools
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from ablate.job import fingerprint
+
+BASE = "none"
+from ablate.paths import INCLUDE, ROOT as PROJECT_ROOT
+
+NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+MACRO_NAME_RE = re.compile(r"^ABLATE_[A-Z0-9_]+$")
+MACRO_VALUE_RE = re.compile(r"^[A-Za-z0-9_]*$")
+SPEC_KEYS = {"header", "macros", "seam", "mechanism", "expected", "fingerprint", "counters", "launches", "truth"}
+
+
+class VariantError(ValueError):
+    """A pathology config that cannot become a variant."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str  # sorted pathology names joined by "+"; "none" for the base
+    pathologies: tuple[str, ...]  # sorted, without "none"
+    macros: dict[str, str] = field(default_factory=dict)  # -DNAME=VALUE, sorted by name
+    headers: tuple[str, ...] = ()  # -include paths: relative to the project root when inside it
+    specs: dict[str, dict] = field(default_factory=dict)  # each pathology's yaml content
+    launches: int = 1  # launches of the kernel per launch of the variant (calibrations)
+
+    @property
+    def is_base(self) -> bool:
+        return not self.pathologies
+
+
+def variant_from_cfg(pathology_cfg, kernel_dir) -> Variant:
+    """The variant that `cfg.pathology` selects for the kernel whose plugin folder is
+    `kernel_dir` (headers are relative to it). Raises VariantError naming the pathology and
+    field at fault."""
+    kernel_dir = Path(kernel_dir).resolve()
+    if isinstance(pathology_cfg, (DictConfig, ListConfig)):
+        pathology_cfg = OmegaConf.to_container(pathology_cfg, resolve=True)
+    if not isinstance(pathology_cfg, Mapping) or not pathology_cfg:
+        raise VariantError(
+            f"cfg.pathology must map each pathology's name to its spec, got {pathology_cfg!r}"
+            " (select at least `pathology=none`)")
+
+    macros: dict[str, str] = {}
+    macro_owner: dict[str, str] = {}
+    headers: list[str] = []
+    specs: dict[str, dict] = {}
+    for name in sorted(pathology_cfg):
+        spec = _check_spec(name, pathology_cfg[name])
+        if name == BASE:
+            continue
+        for macro, value in _check_macros(name, spec.get("macros")).items():
+            if macro in macros and macros[macro] != value:
+                raise VariantError(
+                    f"pathology '{name}': macros.{macro}={value} conflicts with "
+                    f"{macro}={macros[macro]} from pathology '{macro_owner[macro]}'")
+            macros[macro], macro_owner[macro] = value, name
+        header = _check_header(name, spec.get("header"), kernel_dir)
+        if header is not None and header not in headers:
+            headers.append(header)
+        specs[name] = spec
+
+    pathologies = tuple(specs)
+    return Variant(
+        name="+".join(pathologies) or BASE,
+        pathologies=pathologies,
+        macros=dict(sorted(macros.items())),
+        headers=tuple(headers),
+        specs=specs,
+        launches=math.prod(int(spec.get("launches") or 1) for spec in specs.values()),
+    )
+
+
+def _check_spec(name, spec) -> dict:
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise VariantError(f"pathology name {name!r} must match {NAME_RE.pattern}")
+    if spec is None:
+        spec = {}
+    if not isinstance(spec, Mapping):
+        raise VariantError(f"pathology '{name}': its spec must be a mapping, got {spec!r}")
+    unknown = sorted(set(spec) - SPEC_KEYS)
+    if unknown:
+        raise VariantError(
+            f"pathology '{name}': unknown field(s) {unknown}; known: {sorted(SPEC_KEYS)}")
+    if name == BASE and (spec.get("macros") or spec.get("header")):
+        raise VariantError(f"pathology '{BASE}' is the base: it takes no macros and no header")
+    launches = spec.get("launches")
+    if launches is not None and (isinstance(launches, bool) or not isinstance(launches, int) or launches < 1):
+        raise VariantError(f"pathology '{name}': launches must be a whole number >= 1, got {launches!r}")
+    truth = spec.get("truth")
+    if truth is not None and (isinstance(truth, bool) or not isinstance(truth, (int, float)) or not truth > 0):
+        raise VariantError(f"pathology '{name}': truth must be a positive number (the known slowdown), got {truth!r}")
+    if spec.get("fingerprint") is not None:
+        try:
+            fingerprint.validate(spec["fingerprint"])
+        except ValueError as err:
+            raise VariantError(f"pathology '{name}': fingerprint: {err}") from None
+    if spec.get("counters") is not None:
+        from ablate.job import counters  # ncu's metric list is read on first use
+
+        try:
+            counters.validate(spec["counters"])
+        except ValueError as err:
+            raise VariantError(f"pathology '{name}': counters: {err}") from None
+    return dict(spec)
+
+
+def _check_macros(name: str, macros) -> dict[str, str]:
+    if macros is None:
+        return {}
+    if not isinstance(macros, Mapping):
+        raise VariantError(f"pathology '{name}': macros must be a mapping, got {macros!r}")
+    out = {}
+    for macro, value in macros.items():
+        if not isinstance(macro, str) or not MACRO_NAME_RE.match(macro):
+            raise VariantError(
+                f"pathology '{name}': macro name {macro!r} must match {MACRO_NAME_RE.pattern}")
+        # bool is an int subclass, but True would become "True": refuse it.
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise VariantError(
+                f"pathology '{name}': macros.{macro} must be an integer or a string, "
+                f"got {value!r}")
+        value = str(value)
+        if not MACRO_VALUE_RE.match(value):
+            raise VariantError(
+                f"pathology '{name}': macros.{macro}={value!r} must match "
+                f"{MACRO_VALUE_RE.pattern}")
+        out[macro] = value
+    return out
+
+
+def _check_header(name: str, header, kernel_dir: Path) -> str | None:
+    if header is None:
+        return None
+    if not isinstance(header, str) or not header:
+        raise VariantError(f"pathology '{name}': header must be a path, got {header!r}")
+    path = Path(header)
+    if path.is_absolute():
+        raise VariantError(f"pathology '{name}': header {header!r} must be relative to the "
+                           f"kernel's folder {kernel_dir}")
+    if path.suffix != ".cuh":
+        raise VariantError(f"pathology '{name}': header {header!r} must end in .cuh")
+    resolved = (kernel_dir / path).resolve()
+    if not resolved.exists() and (INCLUDE / path).is_file():
+        resolved = (INCLUDE / path).resolve()  # one of ablate's own headers
+    # The kernel's own folder; or this project (the test-only pathologies of tests/); or ablate's.
+    if not any(resolved.is_relative_to(d) for d in (kernel_dir, PROJECT_ROOT, INCLUDE)):
+        raise VariantError(f"pathology '{name}': header {header!r} is outside the kernel's "
+                           f"folder {kernel_dir}")
+    if not resolved.is_file():
+        raise VariantError(f"pathology '{name}': header {header!r} does not exist in {kernel_dir}")
+    # A plain path: it reaches nvcc's command line as `-include PATH`, run from the project root.
+    if resolved.is_relative_to(PROJECT_ROOT):
+        return resolved.relative_to(PROJECT_ROOT).as_posix()
+    return str(resolved)
+
+
+def sweep_jobs(config) -> list[list[str]]:
+    """Each job's overrides, as Hydra's basic sweeper will expand the multirun's (its params
+    plus the command line's task overrides, `glob(*)` and choice sweeps included).
+
+    `config` is what `Callback.on_multirun_start(config)` receives."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.utils import get_class
+
+    sweeper = config.hydra.sweeper
+    try:
+        cls = get_class(sweeper._target_)
+    except Exception as e:
+        raise VariantError(f"hydra.sweeper: cannot import {sweeper._target_}: {e}") from None
+    if not isinstance(cls, type) or not issubclass(cls, BasicSweeper):
+        raise VariantError(
+            f"variants_of_sweep expands the basic sweeper's jobs (and its subclasses'), not {sweeper._target_}")
+    loader = GlobalHydra.instance().config_loader()
+    params = [f"{key}={value}" for key, value in (sweeper.get("params") or {}).items()]
+    arguments = params + list(config.hydra.overrides.task)
+    overrides = OverridesParser.create(config_loader=loader).parse_overrides(arguments)
+    jobs = [list(job) for job in itertools.chain.from_iterable(BasicSweeper.split_arguments(overrides, None))]
+    if hasattr(cls, "jobs_of"):  # a sweeper that designs its jobs from the basic ones (interactions)
+        jobs = [list(job) for job in cls.jobs_of(config, loader, jobs)]
+    return jobs
+
+
+def variants_of_sweep(config, kernel_dir, jobs=None) -> list[Variant]:
+    """The distinct variants the jobs of a multirun will build, in job order: each job's
+    config (`jobs`: sweep_jobs' list) is composed with Hydra's own loader, so the variants
+    are exactly what the jobs will see."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    loader = GlobalHydra.instance().config_loader()
+    variants: dict[str, Variant] = {}
+    for job in sweep_jobs(config) if jobs is None else jobs:
+        job_cfg = loader.load_sweep_config(master_config=config, sweep_overrides=list(job))
+        variant = variant_from_cfg(job_cfg.pathology, kernel_dir)
+        variants.setdefault(variant.name, variant)
+    return list(variants.values())

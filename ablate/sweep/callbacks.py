@@ -1,0 +1,150 @@
+"""Hydra callback of a multirun: build every variant of the sweep in parallel before the first
+job runs, open (then close) the sweep's parent MLflow run, draw the progress line, start an
+MLflow server when jobs log at the same time, and end the GPU child its jobs shared
+(ablate/worker.py).
+
+Registered in conf/config.yaml under `hydra.callbacks`. on_multirun_start and
+on_multirun_end run in the launching process; on_job_start and on_job_end wherever the job
+runs (this process under Hydra's basic launcher; a worker process under the joblib launcher,
+a SLURM job under submitit's). The jobs find the parent run's id in the environment variable
+SWEEP_RUN_ENV, and the server in MLFLOW_TRACKING_URI: launchers that start processes pass the
+environment on.
+"""
+import logging
+import os
+import time
+from pathlib import Path
+
+from hydra.core.utils import JobStatus
+from hydra.experimental.callback import Callback
+
+log = logging.getLogger(__name__)
+
+from ablate.paths import ROOT
+SWEEP_RUN_ENV = "ABLATE_SWEEP_RUN_ID"
+BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
+
+
+def launcher_of(config):
+    """'basic' (the jobs run one after another in this process), 'slurm' (on a cluster's
+    nodes) or 'local' (in other processes of this host)."""
+    target = str(config.hydra.launcher.get("_target_", BASIC_LAUNCHER))
+    if target == BASIC_LAUNCHER:
+        return "basic"
+    return "slurm" if "slurm" in target.lower() else "local"
+
+
+class SweepSetup(Callback):
+    def __init__(self):
+        self.run_id = self.server = self.progress = None
+        self.saved_uri = None
+
+    def __getstate__(self):
+        """A parallel launcher sends the callbacks to its worker processes with each job: what
+        belongs to the launching process (the line, the server) stays there."""
+        return {}
+
+    def __setstate__(self, state):
+        self.__init__()
+
+    def on_multirun_start(self, config, **kwargs):
+        from ablate.sweep import tracking
+        from ablate.job.config import checked
+        from ablate.build.compile import ARCH_ENV, build
+        from ablate.sweep.progress import Progress
+        from ablate.job.variant import sweep_jobs, variant_from_cfg, variants_of_sweep
+
+        # Bad input stops the sweep here, before anything is built or recorded.
+        try:
+            plugin = checked(config)[0]
+            jobs = sweep_jobs(config)
+            variants = variants_of_sweep(config, plugin.dir, jobs)
+        except ValueError as e:
+            raise SystemExit(f"ablate: {e}") from None
+        if "none" not in [v.name for v in variants]:  # every job is timed against the base
+            variants.insert(0, variant_from_cfg({"none": None}, plugin.dir))
+        launcher = launcher_of(config)
+        if launcher != "basic":
+            self._serve_store(config, launcher)
+        # The parent run first: a store that cannot be written stops the sweep right here.
+        try:
+            self.run_id = tracking.start_sweep(config, config.hydra.sweep.dir)
+        except BaseException:
+            self._stop_server()
+            raise
+        os.environ[SWEEP_RUN_ENV] = self.run_id
+        tic = time.perf_counter()
+        try:
+            results = build(variants, config.build, plugin, ROOT)
+        except BaseException:
+            tracking.end_sweep(self.run_id, "FAILED", config)
+            self._stop_server()
+            raise
+        os.environ[ARCH_ENV] = next(iter(results.values())).arch  # the jobs' `auto`, probed once
+        failed = [name for name, r in results.items() if r.status != "built"]
+        log.info("built %d variants in %.1f s%s", len(results), time.perf_counter() - tic,
+                 f"; failed: {', '.join(failed)} (their jobs record build_failed)" if failed else "")
+        self.progress = Progress(config.hydra.sweep.dir, len(jobs))
+
+    def _serve_store(self, config, launcher):
+        """Jobs in several processes log through one MLflow server, never into the sqlite file
+        at once (ablate/server.py); a store that is a server already is used as it is."""
+        from ablate.sweep import server, tracking
+
+        uri = tracking.tracking_uri(config)
+        if tracking.sqlite_path(uri) is None:
+            return
+        if launcher == "slurm":
+            raise SystemExit(
+                f"ablate: SLURM jobs run on other nodes and cannot share the sqlite store {uri}: "
+                "point MLFLOW_TRACKING_URI at a tracking server they reach (`ablate server --host 0.0.0.0` "
+                "on a node of a trusted network, or your lab's, e.g. backed by PostgreSQL)")
+        try:
+            self.server = server.start(uri)
+        except RuntimeError as e:
+            raise SystemExit(f"ablate: {e}") from None
+        self.saved_uri = os.environ.get("MLFLOW_TRACKING_URI")
+        os.environ["MLFLOW_TRACKING_URI"] = self.server.url
+        log.info("MLflow: jobs log through a server on %s over %s", self.server.url, uri)
+
+    def _stop_server(self):
+        from ablate.sweep import server
+
+        if self.server is None:
+            return
+        server.stop(self.server)
+        self.server = None
+        if self.saved_uri is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = self.saved_uri
+
+    def on_job_start(self, config, **kwargs):
+        from ablate.sweep import progress
+
+        progress.quiet_console_in_other_processes()
+
+    def on_job_end(self, config, job_return, **kwargs):
+        from ablate.sweep import progress
+
+        out_dir = Path(config.hydra.runtime.output_dir)
+        if job_return.status == JobStatus.FAILED and not (out_dir / progress.MARK).exists():
+            progress.mark(out_dir, "failed", f"job {config.hydra.job.num} failed: {job_return.return_value}")
+
+    def on_multirun_end(self, config, **kwargs):
+        from ablate.sweep import tracking
+        from ablate.gpu.worker import stop_worker
+
+        if self.progress is not None:
+            counts = self.progress.close()
+            log.info("%d jobs: %d ok, %d failed", self.progress.total, counts["ok"], counts["failed"])
+            self.progress = None
+        stop_worker()  # the sweep's GPU child, kept across its jobs; atexit would do it later
+        if self.run_id is not None:
+            tracking.end_sweep(self.run_id, "FINISHED", config)
+        self._stop_server()
+        from ablate.build.compile import ARCH_ENV
+
+        os.environ.pop(SWEEP_RUN_ENV, None)
+        os.environ.pop(ARCH_ENV, None)
+        self.run_id = None

@@ -1,0 +1,371 @@
+"""MLflow tracking: a parent run per sweep, a child run per job.
+
+Runs are only ever created and added to, never deleted or overwritten. A logging call that
+fails is reported (a log line and a `log_errors` tag) and the rest of the job is still logged;
+when anything failed, the whole result is also saved as JSON in `runs/unlogged/`, so a
+broken store never loses a measurement.
+"""
+import datetime
+import json
+import logging
+import math
+import numbers
+import os
+import re
+import subprocess
+from pathlib import Path, PurePosixPath
+
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param, RunStatus
+from omegaconf import OmegaConf
+
+from ablate.job.variant import BASE, VariantError, variant_from_cfg
+
+log = logging.getLogger(__name__)
+# MLflow's client prints a "View run ... at" line per run when the store is a server: one per
+# job, between ablate's own lines (the UI: ablate ui).
+os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+
+from ablate.paths import ROOT
+DEFAULT_URI = "sqlite:///runs/mlflow.db"
+STATUSES = ("ok", "build_failed", "crashed", "timeout", "incorrect", "static")
+# Jobs whose measurement stands; every other status makes the MLflow run FAILED (red in the UI).
+GOOD_STATUSES = ("ok", "static")
+# MLflow's limits on one value (mlflow.utils.validation).
+MAX_PARAM_LEN = 6000
+MAX_TAG_LEN = 8000
+BATCH = 100
+
+
+def tracking_uri(cfg=None):
+    """MLFLOW_TRACKING_URI if set (as MLflow reads it), else cfg.mlflow.tracking_uri, where a
+    relative sqlite path is relative to the project root, not the working directory. The
+    sqlite file's folder is created, so the first run on a fresh checkout works."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI")
+    if not uri:
+        uri = OmegaConf.select(cfg, "mlflow.tracking_uri", default=None) if cfg is not None else None
+        uri = uri or DEFAULT_URI
+        path = sqlite_path(uri)
+        if path is not None and not path.is_absolute():
+            query = uri.partition("?")[2]  # e.g. ?timeout=30 stays
+            uri = "sqlite:///" + str(ROOT / path) + (f"?{query}" if query else "")
+    path = sqlite_path(uri)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    return uri
+
+
+def sqlite_path(uri):
+    """The database file of a `sqlite:///` URI (relative or absolute), None for other stores."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return Path(uri[len("sqlite:///"):].split("?", 1)[0])
+
+
+def experiment_name(cfg):
+    """The MLflow experiment of a config's kernel: kernel.experiment, else the kernel's name."""
+    return str(OmegaConf.select(cfg, "kernel.experiment", default=None)
+               or OmegaConf.select(cfg, "kernel.name", default="ablate"))
+
+
+def experiment_id(client, name, uri):
+    """The id of experiment `name`, created on first use. With a sqlite store the artifacts
+    go beside the database (MLflow's default would be ./mlruns of whatever the cwd is)."""
+    exp = client.get_experiment_by_name(name)
+    if exp is None:
+        path = sqlite_path(uri)
+        location = (path.resolve().parent / "mlartifacts").as_uri() if path is not None else None
+        try:
+            return client.create_experiment(name, artifact_location=location)
+        except Exception:
+            exp = client.get_experiment_by_name(name)  # another process created it meanwhile
+            if exp is None:
+                raise
+    if exp.lifecycle_stage != "active":
+        raise RuntimeError(
+            f"MLflow experiment {name!r} is deleted in {uri}; restore it "
+            f"(mlflow experiments restore --experiment-id {exp.experiment_id}) or set kernel.experiment"
+        )
+    return exp.experiment_id
+
+
+def git_commit(root=ROOT):
+    """HEAD's commit, with `-dirty` when the work tree has changes. Outside a checkout (a
+    copy of the tree shipped to a GPU machine), $ABLATE_GIT_COMMIT if set, else "unknown"."""
+    shipped = os.environ.get("ABLATE_GIT_COMMIT", "unknown")
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"],
+                              capture_output=True, text=True, timeout=30)
+        if head.returncode != 0:
+            return shipped
+        changes = subprocess.run(["git", "-C", str(root), "status", "--porcelain"],
+                                 capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return shipped
+    return head.stdout.strip() + ("-dirty" if changes.stdout.strip() else "")
+
+
+def sweep_id(sweep_dir):
+    """The sweep's name: its folder under runs/hydra/multirun (e.g. `2025-01-31/14-05-09`,
+    unique across days), or the folder's own name when it lies elsewhere."""
+    path = Path(sweep_dir).resolve()
+    try:
+        return path.relative_to(ROOT / "runs" / "hydra" / "multirun").as_posix()
+    except ValueError:
+        return path.name
+
+
+def start_sweep(cfg, sweep_dir):
+    """Create the parent run of a multirun and return its id. Raises when the store cannot be
+    written: a sweep that cannot record anything should stop before it uses the GPU."""
+    uri = tracking_uri(cfg)
+    client = MlflowClient(tracking_uri=uri)
+    sid = sweep_id(sweep_dir)
+    tags = {
+        "kind": "sweep",
+        "sweep_id": sid,
+        "sweep_dir": str(Path(sweep_dir).resolve()),
+        "git_commit": git_commit(),
+        "mode": str(OmegaConf.select(cfg, "mode", default="gpu")),
+    }
+    overrides = OmegaConf.select(cfg, "hydra.overrides.task", default=None)
+    if overrides:
+        tags["overrides"] = " ".join(overrides)[:MAX_TAG_LEN]
+    tags["kernel"] = str(OmegaConf.select(cfg, "kernel.name", default="unknown"))
+    run = client.create_run(experiment_id(client, experiment_name(cfg), uri), tags=tags, run_name=sid)
+    log.info("MLflow: sweep %s is run %s in %s", sid, run.info.run_id, uri)
+    return run.info.run_id
+
+
+def end_sweep(run_id, status="FINISHED", cfg=None):
+    """Mark the parent run FINISHED, FAILED or KILLED (pass the sweep's cfg when its
+    mlflow.tracking_uri is not the default). A failure here is logged, not raised: the jobs
+    are already recorded."""
+    status = str(status).upper()
+    if status not in ("FINISHED", "FAILED", "KILLED"):
+        raise ValueError(f"end_sweep: status must be FINISHED, FAILED or KILLED, got {status!r}")
+    try:
+        MlflowClient(tracking_uri=tracking_uri(cfg)).set_terminated(run_id, status)
+    except Exception as e:
+        log.error("MLflow: could not mark sweep run %s %s: %s", run_id, status, e)
+
+
+def log_job(cfg, result, parent_run_id=None):
+    """Log one job's result as a run (a child of `parent_run_id` when given); return its id,
+    or None when the store could not even create the run (the result is then saved as JSON)."""
+    if not isinstance(result, dict):
+        raise TypeError(f"log_job: result must be a dict, got {type(result).__name__}")
+    problems = []
+    status = result.get("status")
+    if status not in STATUSES:
+        problems.append(f"unknown status {status!r} (expected one of {', '.join(STATUSES)})")
+    name = "job"
+    try:
+        params = job_params(cfg, result, problems)
+        name = f"{params['pathology']}@{params['shape']}"
+        uri = tracking_uri(cfg)
+        client = MlflowClient(tracking_uri=uri)
+        tags = job_tags(cfg, result, params, client, parent_run_id)
+        run_id = client.create_run(experiment_id(client, experiment_name(cfg), uri),
+                                   tags=tags, run_name=name).info.run_id
+    except Exception as e:
+        problems.append(f"could not create the run: {e}")
+        _report(cfg, result, name, problems)
+        return None
+
+    def attempt(what, call, *args):
+        try:
+            call(*args)
+        except Exception as e:
+            problems.append(f"{what}: {e}")
+
+    # The whole result first: if later calls fail, it is still all there.
+    attempt("result.json", client.log_text, run_id, json.dumps(result, indent=2, default=str), "result.json")
+    attempt("config.yaml", client.log_text, run_id, _config_yaml(cfg), "config.yaml")
+    attempt("params and metrics", _log_batches, client, run_id, params, result, problems)
+    attempt("artifacts", _log_artifacts, client, run_id, result, problems)
+    if result.get("error"):
+        attempt("error.txt", client.log_text, run_id, str(result["error"]), "error.txt")
+    if problems:
+        attempt("log_errors tag", client.set_tag, run_id, "log_errors", "; ".join(problems)[:MAX_TAG_LEN])
+    attempt("run status", client.set_terminated, run_id,
+            RunStatus.to_string(RunStatus.FINISHED if status in GOOD_STATUSES else RunStatus.FAILED))
+    if problems:
+        _report(cfg, result, name, problems, run_id)
+    return run_id
+
+
+def job_params(cfg, result, problems):
+    """What identifies the job: variant, macros, shape, commit, plus the worker's own params
+    (GPU, driver, CUDA, nvcc, torch, arch...), which win where both name one."""
+    from ablate.job import plugins
+
+    pathology = OmegaConf.to_container(cfg.pathology, resolve=True) if "pathology" in cfg else {}
+    try:
+        variant = variant_from_cfg(pathology, plugins.of(cfg).dir)
+        name, names, macros = variant.name, list(variant.pathologies), variant.macros
+    except (VariantError, plugins.PluginError) as e:  # logged all the same, under the names as given
+        problems.append(f"pathology config: {e}")
+        names = sorted(n for n in pathology if n != BASE)
+        name, macros = "+".join(names) or BASE, {}
+    texts = names or list(pathology)  # the base's own yaml describes it
+    params = {
+        "kernel": str(OmegaConf.select(cfg, "kernel.name", default="unknown")),
+        "pathology": name,
+        "pathologies": ",".join(names) or BASE,
+        "macros": " ".join(f"{k}={v}" for k, v in macros.items()) or "none",
+        "mechanism": _joined(pathology, texts, "mechanism"),
+        "expected": _joined(pathology, texts, "expected"),
+        "truth": _truth(pathology, names),
+        "seams": ",".join(str((pathology.get(n) or {}).get("seam") or "-") for n in names) or "-",
+        "min_effect": OmegaConf.select(cfg, "bench.min_effect", default=None),
+        "shape": _shape_name(cfg),
+        # What the job did: mode=gpu falls back to static on a machine with no GPU.
+        "mode": "static" if result.get("status") == "static" else str(OmegaConf.select(cfg, "mode")),
+        "arch": str(OmegaConf.select(cfg, "build.arch", default="unknown")),
+        "git_commit": git_commit(),
+    }
+    shape = OmegaConf.select(cfg, "shape", default=None)
+    if shape is not None:
+        for k, v in OmegaConf.to_container(shape, resolve=True).items():
+            params[f"shape.{k}"] = v
+    params.update(_flat(result.get("params") or {}))
+    return {k: _text(v) for k, v in params.items()}
+
+
+def job_tags(cfg, result, params, client, parent_run_id):
+    tags = {
+        "kind": "job",
+        "kernel": params["kernel"],
+        "status": str(result.get("status")),
+        "variant": params["pathology"],
+        "mode": params["mode"],
+        "git_commit": params["git_commit"],
+    }
+    if result.get("error"):
+        tags["error"] = str(result["error"])[:500]
+    if parent_run_id:
+        tags["mlflow.parentRunId"] = parent_run_id
+        try:
+            tags["sweep_id"] = client.get_run(parent_run_id).data.tags.get("sweep_id", "unknown")
+        except Exception as e:
+            log.error("MLflow: parent run %s not readable (%s); job logged without sweep_id", parent_run_id, e)
+    return tags
+
+
+def _log_batches(client, run_id, params, result, problems):
+    """Params and metrics in batches; a rejected batch is retried one entry at a time so
+    that one bad value costs only itself."""
+    entries = [("param", Param(k, v)) for k, v in params.items()]
+    entries += [("metric", m) for m in _metrics(result, problems)]
+    for i in range(0, len(entries), BATCH):
+        chunk = entries[i:i + BATCH]
+        try:
+            client.log_batch(run_id, params=[e for kind, e in chunk if kind == "param"],
+                             metrics=[e for kind, e in chunk if kind == "metric"])
+        except Exception:
+            for kind, e in chunk:
+                try:
+                    if kind == "param":
+                        client.log_param(run_id, e.key, e.value)
+                    else:
+                        client.log_metric(run_id, e.key, e.value, e.timestamp, e.step)
+                except Exception as err:
+                    problems.append(f"{kind} {e.key}: {err}")
+
+
+def _log_artifacts(client, run_id, result, problems):
+    for name, text in (result.get("artifacts") or {}).items():
+        try:
+            client.log_text(run_id, str(text), _safe_name(name, problems))
+        except Exception as e:
+            problems.append(f"artifact {name}: {e}")
+
+
+def _metrics(result, problems):
+    now = int(datetime.datetime.now().timestamp() * 1000)
+    out = []
+    for k, v in (result.get("metrics") or {}).items():
+        if isinstance(v, numbers.Real):
+            out.append(Metric(str(k), float(v), now, 0))
+        else:
+            problems.append(f"metric {k}: not a number ({v!r}); kept in result.json only")
+    return out
+
+
+def _shape_name(cfg):
+    """The shape's config name (s512, ...): Hydra's choice inside a Hydra app, else `shape.name`."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if HydraConfig.initialized():
+        choice = HydraConfig.get().runtime.choices.get("shape")
+        if choice:
+            return str(choice)
+    return str(OmegaConf.select(cfg, "shape.name", default="unknown"))
+
+
+def _truth(pathology, names):
+    """A calibration's known slowdown (the product over the job's pathologies), or "none"."""
+    truths = [(pathology.get(n) or {}).get("truth") for n in names]
+    truths = [float(t) for t in truths if t is not None]
+    return f"{math.prod(truths):g}" if truths else "none"
+
+
+def _joined(pathology, names, field):
+    texts = [str((pathology[n] or {}).get(field) or "").strip() for n in names]
+    if len(names) <= 1:
+        return texts[0] if texts else ""
+    return " | ".join(f"{n}: {t}" for n, t in zip(names, texts))
+
+
+def _flat(d, prefix=""):
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _text(v):
+    s = v if isinstance(v, str) else json.dumps(v, default=str)
+    if len(s) > MAX_PARAM_LEN:  # MLflow rejects longer values; the full text is in config.yaml
+        s = s[:MAX_PARAM_LEN - 3] + "..."
+    return s
+
+
+def _config_yaml(cfg):
+    try:
+        return OmegaConf.to_yaml(cfg, resolve=True)
+    except Exception:  # an interpolation that only resolves inside Hydra: keep it unresolved
+        return OmegaConf.to_yaml(cfg)
+
+
+def _safe_name(name, problems):
+    """Artifact names are plain relative paths; anything else is renamed, not dropped."""
+    p = PurePosixPath(str(name))
+    if str(name) and not p.is_absolute() and ".." not in p.parts:
+        return str(p)
+    kept = "_".join(part for part in p.parts if part not in ("/", ".", ".."))
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", kept).lstrip(".") or "artifact.txt"
+    problems.append(f"artifact name {name!r} is not a relative path; stored as {safe!r}")
+    return safe
+
+
+def _report(cfg, result, name, problems, run_id=None):
+    """Say what failed and keep the whole result on disk in `unlogged/` beside the sqlite
+    store (runs/unlogged/ for other stores)."""
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    try:
+        db = sqlite_path(tracking_uri(cfg))
+        folder = (db.resolve().parent if db is not None else ROOT / "runs") / "unlogged"
+        path = folder / f"{stamp}-{re.sub(r'[^A-Za-z0-9._+@-]', '_', name)}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"run_id": run_id, "problems": problems, "config": _config_yaml(cfg),
+                                    "result": result}, indent=2, default=str))
+        kept = f"; the result is saved in {path}"
+    except OSError as e:
+        kept = f"; could not save it either ({e}): {json.dumps(result, default=str)}"
+    where = f"run {run_id}" if run_id else "no run created"
+    log.error("MLflow: logging job %s had problems (%s): %s%s", name, where, "; ".join(problems), kept)

@@ -1,0 +1,61 @@
+"""`python -m ablate.tools.new_kernel NAME [DIR]`: write a minimal kernel plugin that sweeps as it is.
+
+    python -m ablate.tools.new_kernel my_kernel              # kernels/my_kernel/ of this project
+    python -m ablate.tools.new_kernel my_kernel ~/kernels    # ~/kernels/my_kernel/, then
+    python -m ablate -m kernel=my_kernel kernel_path=[~/kernels] 'pathology=glob(*)'
+
+The plugin (the layout of ablate/plugins.py) holds an elementwise kernel, out = a * x + y in
+FP32 with 16-byte loads, one pathology (scalar_loads: 4-byte loads) and one shape, from the
+templates in ablate/scaffold/ with @NAME@ replaced. It refuses to overwrite anything.
+"""
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from ablate.job import plugins
+
+TEMPLATES = Path(__file__).resolve().parent / "scaffold"
+NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def write(name: str, parent: Path) -> Path:
+    """Write the plugin `name` under `parent` and return its folder; ValueError when the name
+    is not a plain identifier, is taken, or the folder exists."""
+    if not NAME_RE.match(name):
+        raise ValueError(f"kernel name {name!r} must match {NAME_RE.pattern} (it names a C function)")
+    folder = parent.expanduser().resolve() / name
+    if folder.exists():
+        raise ValueError(f"{folder} already exists; nothing was written")
+    taken = plugins.available([parent.expanduser()] if parent.expanduser().is_dir() else [])
+    if name in taken:
+        raise ValueError(f"a kernel {name!r} already exists at {taken[name]}; nothing was written")
+    for template in sorted(TEMPLATES.rglob("*.in")):
+        target = folder / template.relative_to(TEMPLATES).with_suffix("")
+        target = target.with_name(target.name.replace("@NAME@", name))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(template.read_text().replace("@NAME@", name))
+    return folder
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m ablate.tools.new_kernel", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("name", help="the kernel's name: lower case, digits and _ (a C identifier)")
+    p.add_argument("dir", nargs="?", default=str(plugins.KERNELS),
+                   help="the folder to write the plugin in (default: this project's kernels/)")
+    args = p.parse_args(argv)
+    try:
+        folder = write(args.name, Path(args.dir))
+    except ValueError as e:
+        print(f"new_kernel: {e}", file=sys.stderr)
+        return 1
+    where = "" if folder.parent == plugins.KERNELS else f" kernel_path=[{folder.parent}]"
+    print(f"wrote {folder}:\n" + "\n".join(f"  {p.relative_to(folder)}" for p in sorted(folder.rglob("*")) if p.is_file()))
+    print(f"\nsweep it:  python -m ablate -m kernel={args.name}{where} 'pathology=glob(*)'"
+          f"\n(or without a GPU, add mode=static); then: make rank")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
