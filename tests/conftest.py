@@ -122,3 +122,28 @@ def built_kernels(tmp_path_factory):
 @pytest.fixture(scope="session")
 def built(built_kernels):
     return built_kernels["attention"]
+
+
+def synthetic_job(cfg):
+    """The Job of a config smaller than the app's (the tracking and rank tests write such
+    configs: a kernel, a shape's name, pathologies of macros alone), as make_job would work
+    it out for the fields it has."""
+    from ablate.job import plugins
+    from ablate.job.job import Job
+    from ablate.job.variant import variant_from_cfg
+
+    plugin = plugins.load(str(cfg.kernel.name))
+    variant, base = (variant_from_cfg(p, plugin.dir) for p in (cfg.pathology, {"none": None}))
+    shape = OmegaConf.to_container(cfg.shape, resolve=True)
+    return Job(plugin=plugin, shape=shape, shape_name=str(shape.get("name")), variant=variant, base=base,
+               peers=(), bench={"min_effect": OmegaConf.select(cfg, "bench.min_effect", default=None)},
+               mode=str(cfg.mode), kernel_counters=(), cfg=cfg)
+
+
+def log_cfg(cfg, result, parent=None):
+    """tracking.log_job of such a config's Job and a result given as a dict or a Result."""
+    from ablate.job.result import Result
+    from ablate.sweep import tracking
+
+    return tracking.log_job(synthetic_job(cfg), Result.from_dict(result) if isinstance(result, dict) else result,
+                            parent)

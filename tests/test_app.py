@@ -94,17 +94,17 @@ def spec(tmp_path):
 def test_worker_without_a_gpu_is_recorded_as_crashed(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     out = run_worker(spec(tmp_path), timeout_s=300)
-    assert out["status"] == "crashed"
-    assert out["error"].endswith("no CUDA device visible to the GPU worker") or \
-        "No module named 'torch'" in out["error"], out["error"]
-    assert "Traceback" in out["artifacts"]["worker.log"]  # the child's own account is kept
+    assert out.status == "crashed"
+    assert out.error.endswith("no CUDA device visible to the GPU worker") or \
+        "No module named 'torch'" in out.error, out.error
+    assert "Traceback" in out.artifacts["worker.log"]  # the child's own account is kept
 
 
 def test_hung_worker_is_killed_and_recorded_as_timeout(tmp_path):
     # No interpreter starts in a millisecond: the child is still running when the wait ends.
     out = run_worker(spec(tmp_path), timeout_s=0.001)
-    assert out["status"] == "timeout"
-    assert "bench.timeout_s=0.001" in out["error"]
+    assert out.status == "timeout"
+    assert "bench.timeout_s=0.001" in out.error
 
 
 def test_exit_descriptions():

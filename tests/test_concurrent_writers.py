@@ -21,7 +21,8 @@ WRITERS = 8
 WRITER = """
 import sys, time
 from omegaconf import OmegaConf
-from ablate.sweep import tracking
+sys.path.insert(0, sys.argv[3])  # the tests' folder: conftest's log_cfg
+from conftest import log_cfg
 i, start = int(sys.argv[1]), float(sys.argv[2])
 cfg = OmegaConf.create({"mode": "gpu", "kernel": {"name": "attention", "experiment": "concurrent"},
                         "build": {"arch": "sm_90"},
@@ -31,7 +32,7 @@ result = {"status": "ok", "params": {"writer": i, "gpu_index": i % 2},
           "metrics": {"slowdown": 1.0 + i / 100, "slowdown_lo": 0.99, "slowdown_hi": 1.2, "base_us": 14.0},
           "artifacts": {"samples.json": "[" + ",".join(["14.0"] * 2000) + "]"}, "error": None}
 time.sleep(max(0.0, start - time.time()))
-print(tracking.log_job(cfg, result, None))
+print(log_cfg(cfg, result, None))
 """
 
 
@@ -39,7 +40,7 @@ def write_all(uri, tmp_path):
     """Eight writer processes, all logging at once to `uri`; their outputs."""
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONPATH": str(ROOT)}
     start = time.time() + 15  # every process imported mlflow by then, on a slow machine too
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(i), str(start)], cwd=tmp_path, env=env,
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(i), str(start), str(ROOT / "tests")], cwd=tmp_path, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for i in range(WRITERS)]
     return [p.communicate(timeout=300)[0] for p in procs], procs

@@ -11,8 +11,8 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.errors import MissingConfigException
 
 from ablate.job import plugins
-from ablate.job.config import checked
-from ablate.gpu.timing import validate_bench
+from ablate.job.job import make_job
+from ablate.job.bench import validate_bench
 from ablate.job.variant import variant_from_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +28,8 @@ def test_defaults():
     assert dict(cfg.shape) == {"batch": 4, "heads": 8, "seq": 512, "head_dim": 64, "causal": False}
     assert cfg.bench.l2 == "cold" and cfg.bench.tolerance is None and cfg.bench.peers is None
     validate_bench(cfg.bench)
-    plugin, shape, variant, peers = checked(cfg)
+    job = make_job(cfg)
+    plugin, shape, variant, peers = job.plugin, job.shape, job.variant, list(job.peers)
     assert plugin.name == "attention" and variant.is_base
     assert peers == ["sdpa_flash", "sdpa_cudnn"]
     hydra_cfg = plugins.compose(return_hydra_config=True).hydra
@@ -38,7 +39,8 @@ def test_defaults():
 def test_rmsnorm_defaults():
     cfg = plugins.compose("rmsnorm", return_hydra_config=True)
     assert cfg.kernel.name == "rmsnorm" and cfg.hydra.runtime.choices.shape == "r16k_h8k"
-    plugin, shape, variant, peers = checked(cfg)
+    job = make_job(cfg)
+    plugin, shape, variant, peers = job.plugin, job.shape, job.variant, list(job.peers)
     assert shape == {"rows": 16384, "hidden": 8192, "dtype": "fp16", "eps": 1e-6}
     assert peers == ["torch_eager", "torch_compile"]
 
@@ -51,7 +53,7 @@ def test_every_shape_with_every_pathology(kernel):
     for shape in shapes:
         for pathology in pathologies:
             cfg = plugins.compose(kernel, [f"shape={shape}", f"pathology={pathology}"])
-            assert checked(cfg)[2].name == pathology, f"{kernel}: shape={shape} pathology={pathology}"
+            assert make_job(cfg).variant.name == pathology, f"{kernel}: shape={shape} pathology={pathology}"
 
 
 def test_glob_sees_the_chosen_kernels_configs_and_no_others():
@@ -77,12 +79,12 @@ def test_calibrations_compose_for_every_kernel_apart_from_the_pathologies(kernel
     plugin = KERNELS[kernel]
     assert plugin.options("calibration") == ["no_effect", "twice"]
     assert not set(plugin.options("calibration")) & set(plugin.options("pathology"))
-    twice = checked(plugins.compose(kernel, ["calibration=twice"]))[2]
+    twice = make_job(plugins.compose(kernel, ["calibration=twice"])).variant
     assert twice.name == "twice" and twice.launches == 2 and twice.specs["twice"]["truth"] == 2.0
     assert twice.headers == ("ablate/include/ablate/calibration_null.cuh",)  # ablate's own header
-    null = checked(plugins.compose(kernel, ["calibration=no_effect"]))[2]
+    null = make_job(plugins.compose(kernel, ["calibration=no_effect"])).variant
     assert null.launches == 1 and null.specs["no_effect"]["truth"] == 1.0
-    assert checked(plugins.compose(kernel))[2].is_base  # no calibration unless asked for
+    assert make_job(plugins.compose(kernel)).variant.is_base  # no calibration unless asked for
 
 
 def test_combined_pathologies_merge():

@@ -1,6 +1,7 @@
 """Hardware counters (issue 11): ncu's CSV parsed as recorded on the H100, the counter rules on
 synthetic values, the skip paths where ncu cannot run, rules naming unknown metrics refused
 before anything runs, the rank's verdicts and the roofline."""
+import dataclasses
 import json
 import math
 import os
@@ -14,7 +15,8 @@ import pytest
 from ablate.job import counters, plugins
 from ablate.gpu import peaks, profile
 from ablate.report import roofline
-from ablate.job.config import checked
+from ablate.job.job import make_job
+from ablate.job.result import Result
 from conftest import KERNELS
 from ablate.job.variant import VariantError, variant_from_cfg
 
@@ -124,7 +126,7 @@ def test_an_unknown_metric_in_a_rule_is_reported_by_name_before_anything_runs():
     cfg = plugins.compose("attention", ["pathology=no_swizzle",
                                         "++pathology.no_swizzle.counters={l1tex__bank_conflictz.sum: increases}"])
     with pytest.raises(ValueError, match=r"no_swizzle.*unknown ncu metric 'l1tex__bank_conflictz.sum'"):
-        checked(cfg)
+        make_job(cfg)
 
 
 @pytest.mark.parametrize("counters_cfg, message", [
@@ -144,11 +146,11 @@ def test_a_when_on_a_field_the_shape_lacks_and_bad_profile_settings_are_refused(
     cfg = plugins.compose("rmsnorm", ["pathology=two_pass",
                                       "++pathology.two_pass.counters=[{when: {seq: 5}, dram__bytes.sum: same}]"])
     with pytest.raises(ValueError, match=r"counters.when names \['seq'\]"):
-        checked(cfg)
+        make_job(cfg)
     with pytest.raises(ValueError, match="bench.ncu_clock_control"):
-        checked(plugins.compose("rmsnorm", ["bench.ncu_clock_control=locked"]))
+        make_job(plugins.compose("rmsnorm", ["bench.ncu_clock_control=locked"]))
     with pytest.raises(ValueError, match=r"kernel.counters: unknown ncu metric 'nope__x.sum'"):
-        checked(plugins.compose("rmsnorm", ["kernel.counters=[nope__x.sum]"]))
+        make_job(plugins.compose("rmsnorm", ["kernel.counters=[nope__x.sum]"]))
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -158,7 +160,7 @@ def test_every_shipped_pathology_states_its_mechanism_in_counters(kernel):
         if name == "none":
             continue
         cfg = plugins.compose(kernel, [f"pathology={name}", "bench.profile=true"])
-        _, shape, variant, _ = checked(cfg)
+        variant = make_job(cfg).variant
         assert counters.blocks(variant.specs[name].get("counters")), f"{kernel}/{name} declares no counters"
         metrics = profile.metric_set(cfg.kernel.counters, {name: variant.specs[name]})
         assert set(profile.OWN) <= set(metrics)
@@ -167,7 +169,15 @@ def test_every_shipped_pathology_states_its_mechanism_in_counters(kernel):
 # ---- where ncu cannot run: one line, the timing stands --------------------------------------
 
 def _job_result():
-    return {"status": "ok", "params": {}, "metrics": {"slowdown": 2.2}, "artifacts": {}, "error": None}
+    return Result("ok", metrics={"slowdown": 2.2})
+
+
+def _job(ncu, **bench):
+    """A no_swizzle job of the attention kernel whose rules are NO_SWIZZLE's, profiled by `ncu`."""
+    job = make_job(plugins.compose("attention", ["pathology=no_swizzle"]))
+    variant = dataclasses.replace(job.variant, specs={"no_swizzle": NO_SWIZZLE})
+    return dataclasses.replace(job, variant=variant, shape={}, kernel_counters=(),
+                               bench={**job.bench, "seed": 0, "ncu": ncu, **bench})
 
 
 def _fake_ncu(tmp_path, body):
@@ -189,25 +199,24 @@ NO_SWIZZLE = {"counters": {BANKS: {"ratio_at_least": 100}}}
 ])
 def test_where_ncu_cannot_run_the_job_says_so_in_one_line_and_keeps_its_timing(tmp_path, caplog, body, reason):
     ncu = str(tmp_path / "no-such-ncu") if body is None else _fake_ncu(tmp_path, body)
-    out = profile.add_counters(_job_result(), {"seed": 0}, {"ncu": ncu, "ncu_timeout_s": 1}, [],
-                               {"no_swizzle": NO_SWIZZLE}, {})
-    assert out["status"] == "ok" and out["metrics"]["slowdown"] == 2.2
-    assert out["params"]["ncu"].startswith("skipped: ") and reason in out["params"]["ncu"]
-    assert "\n" not in out["params"]["ncu"]
-    assert not any(k.startswith("ncu.") for k in out["metrics"])
+    out = profile.add_counters(_job_result(), _job(ncu, ncu_timeout_s=1), {})
+    assert out.status == "ok" and out.metrics["slowdown"] == 2.2
+    assert out.params["ncu"].startswith("skipped: ") and reason in out.params["ncu"]
+    assert "\n" not in out.params["ncu"]
+    assert not any(k.startswith("ncu.") for k in out.metrics)
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1 and reason in warnings[0]
 
 
 def test_counters_verdict_and_csv_land_in_the_result(tmp_path):
     ncu = _fake_ncu(tmp_path, f"cat '{FIXTURES / 'attention_s512_no_swizzle.csv'}'")
-    out = profile.add_counters(_job_result(), {"seed": 0}, {"ncu": ncu}, [], {"no_swizzle": NO_SWIZZLE}, {})
-    assert out["params"]["ncu"].startswith("ok")
-    assert out["metrics"][f"ncu.variant.{BANKS}"] == 4_243_456
-    assert out["metrics"]["mechanism_confirmed"] == 1
-    assert out["params"]["counters_verdict"] == "confirmed"
-    assert json.loads(out["params"]["counters"]) == [["no_swizzle", BANKS, {"ratio_at_least": 100}]]
-    assert out["artifacts"]["ncu.csv"].count("\n") >= 3
+    out = profile.add_counters(_job_result(), _job(ncu), {})
+    assert out.params["ncu"].startswith("ok")
+    assert out.metrics[f"ncu.variant.{BANKS}"] == 4_243_456
+    assert out.metrics["mechanism_confirmed"] == 1
+    assert out.params["counters_verdict"] == "confirmed"
+    assert json.loads(out.params["counters"]) == [["no_swizzle", BANKS, {"ratio_at_least": 100}]]
+    assert out.artifacts["ncu.csv"].count("\n") >= 3
 
 
 def test_the_ncu_command_flushes_caches_and_keeps_the_gpu_clocks():
@@ -226,9 +235,9 @@ def test_counter_metrics_are_logged_to_mlflow(tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     ncu = _fake_ncu(tmp_path, f"cat '{FIXTURES / 'attention_s512_no_swizzle.csv'}'")
-    out = profile.add_counters(_job_result(), {"seed": 0}, {"ncu": ncu}, [], {"no_swizzle": NO_SWIZZLE}, {})
-    cfg = plugins.compose("attention", ["pathology=no_swizzle"])
-    run_id = tracking.log_job(cfg, out)
+    job = _job(ncu)
+    out = profile.add_counters(_job_result(), job, {})
+    run_id = tracking.log_job(job, out)
     run = MlflowClient(tracking_uri=uri).get_run(run_id)   # not the global URI an earlier rank set
     assert run.data.metrics[f"ncu.variant.{BANKS}"] == 4_243_456
     assert run.data.params["counters_verdict"] == "confirmed"

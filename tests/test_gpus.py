@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from ablate.gpu import gpus, worker
-from ablate.gpu.worker import Worker, result
+from ablate.gpu.worker import Worker
+from ablate.job.result import Result as result
 
 ROOT = Path(__file__).resolve().parents[1]
 LISTING = ("0, GPU-aaaaaaaa-0000-0000-0000-000000000000, NVIDIA H200\n"
@@ -88,14 +89,14 @@ def test_the_child_is_pinned_to_the_claimed_gpu(two_gpus, monkeypatch):
         with gpus.claim() as taken:  # another job holds GPU 0 ...
             assert taken.index == "0"
             out = worker.run_worker({}, 60)  # ... so this one times on GPU 1
-        assert out["params"]["pinned"] == "GPU-bbbbbbbb-0000-0000-0000-000000000000"
-        assert out["params"]["gpu_index"] == "1" and out["params"]["gpu_uuid"].startswith("GPU-bbbb")
-        first_pid = out["params"]["worker_pid"]
+        assert out.params["pinned"] == "GPU-bbbbbbbb-0000-0000-0000-000000000000"
+        assert out.params["gpu_index"] == "1" and out.params["gpu_uuid"].startswith("GPU-bbbb")
+        first_pid = out.params["worker_pid"]
         again = worker.run_worker({}, 60)  # GPU 1 is free again: the same child serves
-        assert again["params"]["worker_pid"] == first_pid and again["params"]["gpu_index"] == "1"
+        assert again.params["worker_pid"] == first_pid and again.params["gpu_index"] == "1"
         with gpus.claim(gpus=[gpus.visible()[1]]):  # GPU 1 taken now: a child pinned to GPU 0
             moved = worker.run_worker({}, 60)
-        assert moved["params"]["gpu_index"] == "0" and moved["params"]["worker_pid"] != first_pid
-        assert moved["params"]["pinned"].startswith("GPU-aaaa")
+        assert moved.params["gpu_index"] == "0" and moved.params["worker_pid"] != first_pid
+        assert moved.params["pinned"].startswith("GPU-aaaa")
     finally:
         worker._worker.stop()

@@ -11,8 +11,10 @@ from mlflow import MlflowClient
 from omegaconf import OmegaConf
 
 from ablate.report import interactions as ia
+from ablate.sweep import design
 from ablate.report import rank
 from ablate.sweep import tracking
+from conftest import log_cfg
 
 SEAMS = {"no_swizzle": "smem_layout", "no_cp_async": "pipeline", "scalar_loads": "gmem_load",
          "uncoalesced": "gmem_load", "fp32_accum": "score_acc"}
@@ -21,7 +23,7 @@ SEAMS = {"no_swizzle": "smem_layout", "no_cp_async": "pipeline", "scalar_loads":
 # ---- design -------------------------------------------------------------------------------
 
 def test_pairs_on_different_seams_only():
-    combinable, same = ia.pairs_of({**SEAMS, "none": None})
+    combinable, same = design.pairs_of({**SEAMS, "none": None})
     assert same == [("scalar_loads", "uncoalesced")]
     assert len(combinable) == math.comb(5, 2) - 1
     assert ("no_cp_async", "no_swizzle") in combinable and ("scalar_loads", "uncoalesced") not in combinable
@@ -29,20 +31,20 @@ def test_pairs_on_different_seams_only():
 
 
 def test_design_base_singles_pairs_inversion():
-    chosen = ia.seam_choice(SEAMS, {"gmem_load": "scalar_loads"})
+    chosen = design.seam_choice(SEAMS, {"gmem_load": "scalar_loads"})
     assert chosen == {"gmem_load": "scalar_loads", "pipeline": "no_cp_async", "score_acc": "fp32_accum",
                       "smem_layout": "no_swizzle"}
-    jobs = ia.design(SEAMS, chosen)
+    jobs = design.design(SEAMS, chosen)
     full = ("fp32_accum", "no_cp_async", "no_swizzle", "scalar_loads")
     assert jobs[0] == () and jobs[1:6] == [(n,) for n in sorted(SEAMS)]
     assert ("scalar_loads", "uncoalesced") not in jobs  # same seam: never built
     assert full in jobs and all(tuple(n for n in full if n != m) in jobs for m in full)
     assert len(jobs) == len(set(jobs)) == 1 + 5 + 9 + 1 + 4
-    assert ia.design(SEAMS, chosen, pairs=False, inversion=False) == jobs[:6]
+    assert design.design(SEAMS, chosen, pairs=False, inversion=False) == jobs[:6]
     # A seam the kernel does not name takes the first name; a wrong name is an error.
-    assert ia.seam_choice(SEAMS)["gmem_load"] == "scalar_loads"
+    assert design.seam_choice(SEAMS)["gmem_load"] == "scalar_loads"
     with pytest.raises(ValueError, match="gmem_load=no_swizzle"):
-        ia.seam_choice(SEAMS, {"gmem_load": "no_swizzle"})
+        design.seam_choice(SEAMS, {"gmem_load": "no_swizzle"})
 
 
 def test_the_sweeper_expands_a_glob_into_the_design():
@@ -203,8 +205,8 @@ def store(tmp_path_factory, project_root):
         mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
         cfg = job_cfg(None, "s512")
         parent = tracking.start_sweep(cfg, project_root / "runs/hydra/multirun/2026-11-23/12-00-00")
-        chosen = ia.seam_choice(SEAMS, {"gmem_load": "scalar_loads"})
-        for names in ia.design(SEAMS, chosen):
+        chosen = design.seam_choice(SEAMS, {"gmem_load": "scalar_loads"})
+        for names in design.design(SEAMS, chosen):
             samples = job_samples(rng, truth_of(names), replicates=4, between=0.003)
             est = __import__("ablate.gpu.stats", fromlist=["slowdown"]).slowdown(
                 [r["base"] for r in samples["replicates"]], [r["variant"] for r in samples["replicates"]], 0.01)
@@ -213,7 +215,7 @@ def store(tmp_path_factory, project_root):
                       "metrics": {"base_us": 20.0, "variant_us": 20.0 * est["slowdown"], "slowdown": est["slowdown"],
                                   "slowdown_lo": est["slowdown_lo"], "slowdown_hi": est["slowdown_hi"],
                                   "significant": est["significant"], "replicates": est["replicates"]}}
-            tracking.log_job(job_cfg(names, "s512"), result, parent)
+            log_cfg(job_cfg(names, "s512"), result, parent)
         tracking.end_sweep(parent, "FINISHED")
         yield {"folder": folder, "parent": parent}
 

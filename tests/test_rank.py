@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 
 from ablate.report import rank
 from ablate.sweep import tracking
+from conftest import log_cfg
 
 # Planted slowdowns at s512; at s1k_causal every pathology costs 1.5x as much again.
 PLANTED = {"serial_grid": 8.0, "tiny_blocks": 2.5, "no_swizzle": 1.3, "fp32_accum": 1.02, "none": 1.0}
@@ -48,7 +49,7 @@ def timed(s):
 def sweep(sweep_id, mode, jobs, root, kernel=("attention", "flash_attention_fwd")):
     parent = tracking.start_sweep(job_cfg("none", "s512", mode, kernel), root / "runs/hydra/multirun" / sweep_id)
     for name, shape, result in jobs:
-        tracking.log_job(job_cfg(name, shape, mode, kernel), result, parent)
+        log_cfg(job_cfg(name, shape, mode, kernel), result, parent)
     tracking.end_sweep(parent, "FINISHED")
     return parent
 
@@ -191,9 +192,9 @@ def test_calibrations_get_a_table_that_says_whether_the_truth_is_covered(tmp_pat
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     parent = tracking.start_sweep(job_cfg("none", "r16k_h8k", "gpu", ("rmsnorm", "rmsnorm_fwd")),
                                   project_root / "runs/hydra/multirun/2025-03-01/10-00-00")
-    tracking.log_job(job_cfg("none", "r16k_h8k", "gpu", ("rmsnorm", "rmsnorm_fwd")), replicated(1.0, 0.999, 1.001), parent)
-    tracking.log_job(calibration_cfg("twice", "r16k_h8k", 2.0), replicated(1.998, 1.995, 2.004), parent)
-    tracking.log_job(calibration_cfg("no_effect", "r16k_h8k", 1.0), replicated(1.004, 1.002, 1.006, 8, "max_replicates"), parent)
+    log_cfg(job_cfg("none", "r16k_h8k", "gpu", ("rmsnorm", "rmsnorm_fwd")), replicated(1.0, 0.999, 1.001), parent)
+    log_cfg(calibration_cfg("twice", "r16k_h8k", 2.0), replicated(1.998, 1.995, 2.004), parent)
+    log_cfg(calibration_cfg("no_effect", "r16k_h8k", 1.0), replicated(1.004, 1.002, 1.006, 8, "max_replicates"), parent)
     tracking.end_sweep(parent, "FINISHED")
     text = rank.rank(out=tmp_path)
     table = section(text, "Calibration (true effect known by construction): 1 of 2 intervals cover the truth")
@@ -246,7 +247,7 @@ def test_empty_stores_are_clear_messages(tmp_path, monkeypatch, capsys):
     assert rank.main(["--experiment", "flash_attention_fwd"]) == 1
     assert "rank: no experiment 'flash_attention_fwd'" in capsys.readouterr().err
 
-    tracking.log_job(job_cfg("none", "s512", "gpu"), timed(1.0))  # a single run, no sweep
+    log_cfg(job_cfg("none", "s512", "gpu"), timed(1.0))  # a single run, no sweep
     assert rank.main([]) == 1
     assert "rank: no sweep in" in capsys.readouterr().err
     assert rank.main(["--kernel", "rmsnorm"]) == 1

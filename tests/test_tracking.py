@@ -11,7 +11,11 @@ from hydra.core.hydra_config import HydraConfig
 from mlflow import MlflowClient
 from omegaconf import OmegaConf
 
+from ablate.__main__ import validated
 from ablate.job import plugins
+from ablate.job.job import Job
+from ablate.job.result import Result
+from ablate.job.variant import variant_from_cfg
 from ablate.sweep import tracking
 
 
@@ -29,17 +33,26 @@ def job_cfg(names=("none",), shape="s512", mode="gpu"):
     })
 
 
+def job_of(names=("none",), shape="s512", mode="gpu"):
+    """The Job of job_cfg's config, as make_job would work it out (the config is smaller
+    than the app's, so its fields are set here)."""
+    cfg = job_cfg(names, shape, mode)
+    plugin = plugins.load("attention")
+    variant, base = (variant_from_cfg(p, plugin.dir) for p in (cfg.pathology, {"none": None}))
+    return Job(plugin=plugin, shape=OmegaConf.to_container(cfg.shape), shape_name=shape, variant=variant, base=base,
+               peers=(), bench={"min_effect": 0.01}, mode=mode, kernel_counters=(), cfg=cfg)
+
+
 def ok_result(slowdown=1.25):
-    return {
-        "status": "ok",
-        "params": {"gpu": "NVIDIA H100 80GB HBM3", "driver": "580.65", "cuda": "13.0", "torch": "2.11.0",
-                   "nvcc": "13.0.48", "arch": "sm_90"},
-        "metrics": {"base_us": 14.0, "variant_us": 14.0 * slowdown, "slowdown": slowdown,
-                    "slowdown_lo": slowdown - 0.02, "slowdown_hi": slowdown + 0.02, "significant": 1,
-                    "regs": 128, "smem_bytes": 81920, "spill_bytes": 0},
-        "artifacts": {"ptxas.log": "ptxas info    : Used 128 registers", "variant_info.json": '{"pathologies": []}'},
-        "error": None,
-    }
+    return Result(
+        "ok",
+        params={"gpu": "NVIDIA H100 80GB HBM3", "driver": "580.65", "cuda": "13.0", "torch": "2.11.0",
+                "nvcc": "13.0.48", "arch": "sm_90"},
+        metrics={"base_us": 14.0, "variant_us": 14.0 * slowdown, "slowdown": slowdown,
+                 "slowdown_lo": slowdown - 0.02, "slowdown_hi": slowdown + 0.02, "significant": 1,
+                 "regs": 128, "smem_bytes": 81920, "spill_bytes": 0},
+        artifacts={"ptxas.log": "ptxas info    : Used 128 registers", "variant_info.json": '{"pathologies": []}'},
+    )
 
 
 def artifacts(client, run_id):
@@ -54,11 +67,11 @@ def test_sweep_round_trip(mlflow_store, tmp_path, project_root):
     client = MlflowClient(mlflow_store)
     sweep_dir = project_root / "runs" / "hydra" / "multirun" / "2025-01-31" / "14-05-09"
     parent = tracking.start_sweep(job_cfg(), sweep_dir)
-    cfg = job_cfg(["fp32_accum"])
-    child = tracking.log_job(cfg, ok_result(), parent)
-    static = {"status": "static", "params": {"arch": "sm_90"}, "metrics": {"regs": 160, "sass.hmma_f32": 256},
-              "artifacts": {}, "error": None}
-    static_child = tracking.log_job(job_cfg(["fp32_accum"], mode="static"), static, parent)
+    job = job_of(["fp32_accum"])
+    cfg = job.cfg
+    child = tracking.log_job(job, ok_result(), parent)
+    static = Result("static", params={"arch": "sm_90"}, metrics={"regs": 160, "sass.hmma_f32": 256})
+    static_child = tracking.log_job(job_of(["fp32_accum"], mode="static"), static, parent)
     tracking.end_sweep(parent, "FINISHED")
 
     p = client.get_run(parent)
@@ -90,11 +103,11 @@ def test_sweep_round_trip(mlflow_store, tmp_path, project_root):
     assert params["cuda"] == "13.0" and params["torch"] == "2.11.0" and params["nvcc"] == "13.0.48"
     assert params["arch"] == "sm_90"  # the worker's resolved arch wins over the config's `auto`
     assert params["git_commit"] == tracking.git_commit()
-    assert run.data.metrics == pytest.approx(ok_result()["metrics"])
+    assert run.data.metrics == pytest.approx(ok_result().metrics)
     assert artifacts(client, child) == ["config.yaml", "ptxas.log", "result.json", "variant_info.json"]
     assert OmegaConf.create(text_artifact(client, child, "config.yaml", tmp_path)) == cfg
     assert text_artifact(client, child, "ptxas.log", tmp_path) == "ptxas info    : Used 128 registers"
-    assert json.loads(text_artifact(client, child, "result.json", tmp_path)) == ok_result()
+    assert json.loads(text_artifact(client, child, "result.json", tmp_path)) == ok_result().to_dict()
 
     s = client.get_run(static_child)
     assert s.data.tags["status"] == "static" and s.data.tags["mode"] == "static"
@@ -105,9 +118,9 @@ def test_sweep_round_trip(mlflow_store, tmp_path, project_root):
 @pytest.mark.parametrize("status", ["build_failed", "crashed", "timeout", "incorrect"])
 def test_failed_job_is_logged_with_its_status(mlflow_store, tmp_path, status):
     error = f"{status}: cudaErrorIllegalAddress at kernel launch\nsecond line"
-    result = {"status": status, "params": {"arch": "sm_90"}, "metrics": {"rel_err": 0.5} if status == "incorrect" else {},
-              "artifacts": {"build.log": "error: expected ';'"} if status == "build_failed" else {}, "error": error}
-    run_id = tracking.log_job(job_cfg(["no_swizzle"]), result)  # a run of its own: no sweep
+    result = Result(status, {"arch": "sm_90"}, {"rel_err": 0.5} if status == "incorrect" else {},
+                    {"build.log": "error: expected ';'"} if status == "build_failed" else {}, error)
+    run_id = tracking.log_job(job_of(["no_swizzle"]), result)  # a run of its own: no sweep
     client = MlflowClient(mlflow_store)
     run = client.get_run(run_id)
     assert run.info.status == "FAILED"
@@ -129,7 +142,7 @@ def test_real_config_inside_hydra(mlflow_store, project_root):
     cfg = OmegaConf.masked_copy(full, [k for k in full if k != "hydra"])
     HydraConfig.instance().set_config(full)
     try:
-        run_id = tracking.log_job(cfg, ok_result())
+        run_id = tracking.log_job(validated(cfg), ok_result())  # the app's own Job of it
     finally:
         HydraConfig.instance().cfg = None
     params = MlflowClient(mlflow_store).get_run(run_id).data.params
@@ -143,11 +156,11 @@ def test_real_config_inside_hydra(mlflow_store, project_root):
 
 def test_bad_values_cost_only_themselves(mlflow_store, tmp_path, caplog):
     result = ok_result()
-    result["metrics"]["gpu_name"] = "H100"  # not a number
-    result["params"]["notes"] = "x" * 10_000  # longer than MLflow allows
-    result["artifacts"]["../../outside.txt"] = "kept"
+    result.metrics["gpu_name"] = "H100"  # not a number
+    result.params["notes"] = "x" * 10_000  # longer than MLflow allows
+    result.artifacts["../../outside.txt"] = "kept"
     with caplog.at_level(logging.ERROR, logger="ablate.sweep.tracking"):
-        run_id = tracking.log_job(job_cfg(["no_swizzle"]), result)
+        run_id = tracking.log_job(job_of(["no_swizzle"]), result)
     client = MlflowClient(mlflow_store)
     run = client.get_run(run_id)
     assert run.data.metrics["slowdown"] == 1.25 and "gpu_name" not in run.data.metrics
@@ -166,17 +179,17 @@ def test_unreadable_store_keeps_the_result(tmp_path, monkeypatch, caplog):
     db.write_bytes(b"this is not a sqlite database" * 100)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{db}")
     with caplog.at_level(logging.ERROR, logger="ablate.sweep.tracking"):
-        assert tracking.log_job(job_cfg(["no_swizzle"]), ok_result()) is None
+        assert tracking.log_job(job_of(["no_swizzle"]), ok_result()) is None
     assert "could not create the run" in caplog.text
     saved = list((tmp_path / "unlogged").glob("*no_swizzle@s512.json"))
     assert len(saved) == 1
-    assert json.loads(saved[0].read_text())["result"] == ok_result()
+    assert json.loads(saved[0].read_text())["result"] == ok_result().to_dict()
     assert db.read_bytes() == b"this is not a sqlite database" * 100  # never overwritten
 
 
 def test_runs_are_added_never_replaced(mlflow_store):
-    first = tracking.log_job(job_cfg(["no_swizzle"]), ok_result(1.2))
-    second = tracking.log_job(job_cfg(["no_swizzle"]), ok_result(1.3))
+    first = tracking.log_job(job_of(["no_swizzle"]), ok_result(1.2))
+    second = tracking.log_job(job_of(["no_swizzle"]), ok_result(1.3))
     client = MlflowClient(mlflow_store)
     assert first != second
     assert client.get_run(first).data.metrics["slowdown"] == 1.2

@@ -14,7 +14,8 @@ from hydra.types import RunMode
 from omegaconf import OmegaConf
 
 from ablate.job import plugins
-from ablate.job.variant import VariantError, variant_from_cfg, variants_of_sweep
+from ablate.job.variant import VariantError, variant_from_cfg
+from ablate.sweep.design import jobs_of_sweep, variants_of_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -132,7 +133,7 @@ def sweep_variants(overrides, *search_dirs):
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
         config = GlobalHydra.instance().hydra.compose_config(
             "config", overrides, run_mode=RunMode.MULTIRUN, with_log_configuration=False)
-        return [v.name for v in variants_of_sweep(config, KERNEL_DIR)]
+        return [v.name for v in variants_of_sweep(jobs_of_sweep(config))]
 
 
 def test_glob_sweep_gives_every_pathology_once_whatever_the_shapes():
@@ -166,7 +167,7 @@ def test_sweeper_params_from_the_config_are_expanded(tmp_path):
         config = GlobalHydra.instance().hydra.compose_config(
             "sweep", ["shape=s512,s1k"], run_mode=RunMode.MULTIRUN,
             with_log_configuration=False)
-        assert [v.name for v in variants_of_sweep(config, KERNEL_DIR)] == ["tiny_blocks", "serial_grid"]
+        assert [v.name for v in variants_of_sweep(jobs_of_sweep(config))] == ["tiny_blocks", "serial_grid"]
 
 
 def test_a_bad_pathology_in_a_sweep_fails_before_anything(tmp_path):
@@ -191,7 +192,8 @@ if __name__ == "__main__":
 CALLBACK = """
 import json
 from hydra.experimental.callback import Callback
-from ablate.job.variant import variant_from_cfg, variants_of_sweep
+from ablate.job.variant import variant_from_cfg
+from ablate.sweep.design import job_configs
 
 KERNEL_DIR = "{kernel_dir}"
 
@@ -203,7 +205,8 @@ class Collect(Callback):
         self.out = out
 
     def on_multirun_start(self, config, **kwargs):
-        variants = variants_of_sweep(config, KERNEL_DIR)
+        variants = list({v.name: v for v in (variant_from_cfg(c.pathology, KERNEL_DIR)
+                                              for c in job_configs(config))}.values())
         with open(self.out + "/sweep.json", "w") as f:
             json.dump([[v.name, v.macros, list(v.headers)] for v in variants], f)
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from ablate.gpu import worker
-from ablate.gpu.worker import Worker, result
+from ablate.gpu.worker import Worker
+from ablate.job.result import Result as result
 
 ROOT = Path(__file__).resolve().parents[1]
 STUB = "tests.test_worker:stub"
@@ -65,67 +66,67 @@ def w():
 
 def test_ok_and_incorrect_jobs_keep_the_child(w):
     first = w.run({"do": "ok"}, LONG)
-    assert first["status"] == "ok" and first["metrics"] == {"x": 1.0} and first["error"] is None
-    pid = first["params"]["worker_pid"]
-    assert first["params"]["served_by"] == pid  # the pid the parent reports is the server's
-    assert w.run({"do": "ok", "status": "incorrect"}, LONG)["params"]["worker_pid"] == pid
-    assert w.run({"do": "ok"}, LONG)["params"]["worker_pid"] == pid
+    assert first.status == "ok" and first.metrics == {"x": 1.0} and first.error is None
+    pid = first.params["worker_pid"]
+    assert first.params["served_by"] == pid  # the pid the parent reports is the server's
+    assert w.run({"do": "ok", "status": "incorrect"}, LONG).params["worker_pid"] == pid
+    assert w.run({"do": "ok"}, LONG).params["worker_pid"] == pid
     assert alive(pid)
 
 
 def test_timeout_kills_the_group_and_the_next_job_gets_a_fresh_child(w, tmp_path):
-    pid = w.run({"do": "ok"}, LONG)["params"]["worker_pid"]  # started: the timeout below is the job's alone
+    pid = w.run({"do": "ok"}, LONG).params["worker_pid"]  # started: the timeout below is the job's alone
     pid_file = tmp_path / "sleeper.pid"
     tic = time.monotonic()
     out = w.run({"do": "sleep_in_group", "pid_file": str(pid_file)}, 1.5)
-    assert out["status"] == "timeout" and "bench.timeout_s=1.5" in out["error"]
+    assert out.status == "timeout" and "bench.timeout_s=1.5" in out.error
     assert time.monotonic() - tic < 10
-    assert out["params"]["worker_pid"] == pid and not alive(pid)
+    assert out.params["worker_pid"] == pid and not alive(pid)
     assert wait_dead(int(pid_file.read_text()))  # the grandchild went with it
     again = w.run({"do": "ok"}, LONG)
-    assert again["status"] == "ok" and again["params"]["worker_pid"] != pid
+    assert again.status == "ok" and again.params["worker_pid"] != pid
 
 
 def test_a_raised_error_is_crashed_and_ends_the_child(w):
-    pid = w.run({"do": "ok"}, LONG)["params"]["worker_pid"]
+    pid = w.run({"do": "ok"}, LONG).params["worker_pid"]
     out = w.run({"do": "raise"}, LONG)
-    assert out["status"] == "crashed"
-    assert out["error"] == "RuntimeError: CUDA error: an illegal memory access was encountered"
-    assert "Traceback" in out["artifacts"]["worker.log"]
-    assert out["params"]["worker_pid"] == pid and not alive(pid)  # exited: its context may be poisoned
+    assert out.status == "crashed"
+    assert out.error == "RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert "Traceback" in out.artifacts["worker.log"]
+    assert out.params["worker_pid"] == pid and not alive(pid)  # exited: its context may be poisoned
     again = w.run({"do": "ok"}, LONG)
-    assert again["status"] == "ok" and again["params"]["worker_pid"] != pid
+    assert again.status == "ok" and again.params["worker_pid"] != pid
 
 
 def test_a_dead_child_is_crashed_with_its_signal_and_last_output(w):
-    pid = w.run({"do": "ok"}, LONG)["params"]["worker_pid"]
+    pid = w.run({"do": "ok"}, LONG).params["worker_pid"]
     out = w.run({"do": "segv"}, LONG)
-    assert out["status"] == "crashed" and "signal SIGSEGV" in out["error"]
-    assert "about to fault" in out["error"]
+    assert out.status == "crashed" and "signal SIGSEGV" in out.error
+    assert "about to fault" in out.error
     again = w.run({"do": "ok"}, LONG)
-    assert again["status"] == "ok" and again["params"]["worker_pid"] != pid
+    assert again.status == "ok" and again.params["worker_pid"] != pid
 
 
 def test_a_child_killed_while_idle_is_replaced(w):
-    pid = w.run({"do": "ok"}, LONG)["params"]["worker_pid"]
+    pid = w.run({"do": "ok"}, LONG).params["worker_pid"]
     os.kill(pid, signal.SIGKILL)
     assert wait_dead(pid)
     again = w.run({"do": "ok"}, LONG)
-    assert again["status"] == "ok" and again["params"]["worker_pid"] != pid
+    assert again.status == "ok" and again.params["worker_pid"] != pid
 
 
 def test_output_stays_off_the_protocol_and_each_job_gets_its_own_log(w):
     one = w.run({"do": "noise", "tag": "one"}, LONG)
     two = w.run({"do": "noise", "tag": "two"}, LONG)
-    assert one["status"] == two["status"] == "ok"
-    assert one["params"]["worker_pid"] == two["params"]["worker_pid"]
-    assert "print noise one" in one["artifacts"]["worker.log"]
-    assert "fd1 noise one" in one["artifacts"]["worker.log"]
-    assert "one" not in two["artifacts"]["worker.log"] and "fd1 noise two" in two["artifacts"]["worker.log"]
+    assert one.status == two.status == "ok"
+    assert one.params["worker_pid"] == two.params["worker_pid"]
+    assert "print noise one" in one.artifacts["worker.log"]
+    assert "fd1 noise one" in one.artifacts["worker.log"]
+    assert "one" not in two.artifacts["worker.log"] and "fd1 noise two" in two.artifacts["worker.log"]
 
 
 def test_stop_ends_an_idle_child_cleanly(w):
-    pid = w.run({"do": "ok"}, LONG)["params"]["worker_pid"]
+    pid = w.run({"do": "ok"}, LONG).params["worker_pid"]
     assert w.stop(grace=10) == 0  # EOF on stdin: it exits by itself, no kill
     assert not alive(pid) and w.proc is None
     assert w.stop() is None  # twice is harmless
@@ -133,10 +134,10 @@ def test_stop_ends_an_idle_child_cleanly(w):
 
 def test_stop_worker_ends_the_sweeps_child(monkeypatch):
     monkeypatch.setattr(worker, "_worker", Worker(handler=STUB))
-    pid = worker._worker.run({"do": "ok"}, LONG)["params"]["worker_pid"]
+    pid = worker._worker.run({"do": "ok"}, LONG).params["worker_pid"]
     worker.stop_worker()
     assert not alive(pid)
-    assert worker._worker.run({"do": "ok"}, LONG)["params"]["worker_pid"] != pid  # a later job starts one
+    assert worker._worker.run({"do": "ok"}, LONG).params["worker_pid"] != pid  # a later job starts one
     worker.stop_worker()
 
 
@@ -147,7 +148,7 @@ def test_the_child_never_outlives_its_parent(tmp_path, busy):
         import json, os, signal, sys, time
         from ablate.gpu.worker import Worker
         w = Worker(handler={STUB!r})
-        print(w.run({{"do": "ok"}}, {LONG})["params"]["worker_pid"], flush=True)
+        print(w.run({{"do": "ok"}}, {LONG}).params["worker_pid"], flush=True)
         if {busy}:
             w.proc.stdin.write(json.dumps({{"do": "sleep", "s": 1000}}).encode() + b"\\n")
             w.proc.stdin.flush()

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ablate.build import ptxas
-from ablate.job.variant import INCLUDE, Variant  # INCLUDE: ablate's headers, on every include path
+from ablate.paths import INCLUDE  # ablate's headers, on every include path
 
 ARCH_RE = re.compile(r"^sm_(\d+a?)$")
 DEFAULT_ARCH = "sm_90"  # the H100's, used when no GPU is visible
@@ -47,7 +47,7 @@ class BuildResult:
         return self.status == "built"
 
 
-def build(variants: list[Variant], build_cfg, kernel, root) -> dict[str, BuildResult]:
+def build(variants: list, build_cfg, kernel, root) -> dict[str, BuildResult]:
     """Build `variants` in one ninja run; return {variant name: BuildResult}.
 
     `build_cfg` is `cfg.build` (dir, arch, nvcc, flags, jobs); `kernel` is the kernel's
@@ -102,7 +102,7 @@ def build(variants: list[Variant], build_cfg, kernel, root) -> dict[str, BuildRe
     return results
 
 
-def library_path(variant: Variant, build_cfg, kernel, root) -> Path:
+def library_path(variant, build_cfg, kernel, root) -> Path:
     """Where `build` puts the library of `variant` (its name is the hash of its inputs)."""
     root = Path(root).resolve()
     _, edges = _plan([variant], build_cfg, kernel, root)
@@ -126,7 +126,7 @@ def _build_dir(build_cfg, root: Path) -> Path:
     return (root / str(build_cfg.dir)).resolve()
 
 
-def compile_command(variant: Variant, build_cfg, kernel, arch: str, root) -> list[str]:
+def compile_command(variant, build_cfg, kernel, arch: str, root) -> list[str]:
     """nvcc's arguments for `variant`, paths relative to the project root `root` where they
     lie inside it (absolute otherwise), without the output and depfile arguments (those are
     added per build)."""

@@ -131,5 +131,5 @@ def register_resolver():
     conf/hydra/launcher/gpus.yaml runs that many jobs at a time)."""
     from omegaconf import OmegaConf
 
-    if not OmegaConf.has_resolver("ablate_gpus"):
+    if not OmegaConf.has_resolver("ablate_gpus"):  # hydra_plugins/ablate_kernel registers it as Hydra starts
         OmegaConf.register_new_resolver("ablate_gpus", count, use_cache=True)

@@ -41,9 +41,9 @@ import time
 from pathlib import Path
 
 from ablate.job import counters
+from ablate.paths import ROOT
 
 log = logging.getLogger("ablate")
-from ablate.paths import ROOT
 
 TIME = "gpu__time_duration.sum"
 DRAM_BYTES = "dram__bytes.sum"
@@ -56,22 +56,9 @@ SOL = {
     "issue slots": "sm__inst_issued.avg.pct_of_peak_sustained_active",
 }
 OWN = (TIME, DRAM_BYTES, *SOL.values())
-CLOCK_CONTROLS = ("none", "base")
 # Unit scales to ncu's base units, in case a version scales despite --print-units base.
 _SCALE = {"ns": 1, "nsecond": 1, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6,
           "byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}
-
-
-def validate(bench):
-    """ValueError naming the bad profile setting of the bench config."""
-    if not isinstance(bench.get("profile", False), bool):
-        raise ValueError(f"bench.profile must be true or false, got {bench.get('profile')!r}")
-    if bench.get("ncu_clock_control", "none") not in CLOCK_CONTROLS:
-        raise ValueError(f"bench.ncu_clock_control must be one of {list(CLOCK_CONTROLS)}, "
-                         f"got {bench.get('ncu_clock_control')!r}")
-    t = bench.get("ncu_timeout_s", 120)
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
-        raise ValueError(f"bench.ncu_timeout_s must be a number > 0, got {t!r}")
 
 
 def metric_set(kernel_counters, pathology_specs):
@@ -164,31 +151,34 @@ def run(job, metrics, bench):
         return None, output[-20000:], reason, seconds
 
 
-def add_counters(out, job, bench, kernel_counters, pathology_specs, shape):
-    """Profile base and variant of a checked, timed job and put the counters, the rules that
-    applied and their verdict into its result (`out`, changed in place and returned). Where
-    ncu cannot run, param `ncu` says why and the timing stands."""
-    metrics = metric_set(kernel_counters, pathology_specs)
-    found, text, reason, seconds = run(job, metrics, bench)
-    out["metrics"]["profile_s"] = seconds
+def add_counters(out, job, wire):
+    """Profile base and variant of a checked, timed job (`job`, its libraries in `wire`:
+    Job.wire) and put the counters, the rules that applied and their verdict into its result
+    (`out`, a Result, changed in place and returned). Where ncu cannot run, param `ncu` says
+    why and the timing stands."""
+    bench, shape = job.bench, job.shape
+    pathology_specs = {n: job.variant.specs.get(n) for n in job.variant.pathologies}
+    metrics = metric_set(job.kernel_counters, pathology_specs)
+    found, text, reason, seconds = run({**wire, "seed": bench["seed"]}, metrics, bench)
+    out.metrics["profile_s"] = seconds
     if found is None:
-        out["params"]["ncu"] = f"skipped: {reason}"
+        out.params["ncu"] = f"skipped: {reason}"
         if text:
-            out["artifacts"]["ncu_output.txt"] = text
+            out.artifacts["ncu_output.txt"] = text
         log.warning("ncu: %s; counters skipped, the timing stands", reason)
         return out
-    out["params"]["ncu"] = f"ok (clock control {bench.get('ncu_clock_control', 'none')}, caches flushed)"
-    out["artifacts"]["ncu.csv"] = text
+    out.params["ncu"] = f"ok (clock control {bench.get('ncu_clock_control', 'none')}, caches flushed)"
+    out.artifacts["ncu.csv"] = text
     for who, values in found.items():
-        out["metrics"].update({f"ncu.{who}.{m}": v for m, v in values.items()})
+        out.metrics.update({f"ncu.{who}.{m}": v for m, v in values.items()})
     triples, excluded = counters.applied(pathology_specs, shape)
     if triples:
         state, _ = counters.verdict(triples, found["base"], found["variant"])
-        out["metrics"]["mechanism_confirmed"] = int(state == "confirmed")
+        out.metrics["mechanism_confirmed"] = int(state == "confirmed")
     elif excluded:
         state = f"n/a (counters.when excludes this shape: {', '.join(excluded)})"
     else:
         state = "no rules" if pathology_specs else "the base"
-    out["params"]["counters"] = json.dumps(triples)
-    out["params"]["counters_verdict"] = state
+    out.params["counters"] = json.dumps(triples)
+    out.params["counters_verdict"] = state
     return out

@@ -26,11 +26,12 @@ def main(argv):
 
     import torch
 
-    from ablate.job import plugins
-    from ablate.gpu import timing
     from ablate.build.library import Kernel
+    from ablate.gpu import timing
+    from ablate.job.job import from_wire
 
-    kspec = plugins.load_dir(spec["kernel_dir"]).spec
+    plugin, spec = from_wire(spec)
+    kspec = plugin.spec
     shape, device = spec["shape"], torch.device("cuda", torch.cuda.current_device())
     for who, launches in (("base", 1), ("variant", int(spec.get("launches", 1)))):
         kernel = Kernel(spec[f"{who}_so"], kspec)

@@ -17,10 +17,11 @@ statistics. After `timeout` or `crashed` the next job starts a fresh child; afte
 `incorrect` the same child serves it (its pid is the param `worker_pid`). The child ends at
 the end of the sweep (`stop_worker`, and atexit), on EOF on stdin, or with the parent.
 
-The spec: {"kernel_dir": the kernel's plugin folder, "base_so": path, "variant_so": path,
-"shape": {the shape's fields, as the kernel's spec validated them}, "peers": [names],
-"launches": how many launches of the variant stand for one (1; a calibration's 2), "bench":
-{the bench config}}.
+The spec is the job as `Job.wire` sends it (ablate/job/job.py): {"kernel_dir": the kernel's
+plugin folder, "base_so": path, "variant_so": path, "shape": {the shape's fields, as the
+kernel's spec validated them}, "peers": [names], "launches": how many launches of the variant
+stand for one (1; a calibration's 2), "bench": {the bench config}}; the child reads it back
+with `from_wire`. Answers are `Result`s (ablate/job/result.py) as JSON.
 """
 import atexit
 import contextlib
@@ -37,13 +38,9 @@ import tempfile
 import time
 import traceback
 
+from ablate.job.result import Result
 from ablate.paths import ROOT
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-def result(status, params=None, metrics=None, artifacts=None, error=None):
-    return {"status": status, "params": params or {}, "metrics": metrics or {},
-            "artifacts": artifacts or {}, "error": error}
 
 
 # ---- the parent side --------------------------------------------------------------------
@@ -116,22 +113,20 @@ class Worker:
         except BrokenPipeError:
             pass  # it died while idle: the read below sees EOF and says how
         line = _read_line(proc.stdout.fileno(), time.monotonic() + timeout_s)
-        out = json.loads(line) if line else None
-        if out is None or out["status"] == "crashed":
+        out = Result.from_dict(json.loads(line)) if line else None
+        if out is None or out.status == "crashed":
             code = self.stop(grace=0 if line is None else 10)  # a crashed child exits by itself
         log = self.log
         output = os.pread(log.fileno(), os.fstat(log.fileno()).st_size - start, start).decode(errors="replace")
         params, artifacts = {"worker_pid": proc.pid}, {"worker.log": output}
         if line is None:
-            return result("timeout", params, artifacts=artifacts,
+            return Result("timeout", params, artifacts=artifacts,
                           error=f"GPU worker killed after bench.timeout_s={timeout_s} s")
         if out is None:
             tail = "\n".join(output.strip().splitlines()[-5:])
-            return result("crashed", params, artifacts=artifacts,
+            return Result("crashed", params, artifacts=artifacts,
                           error=f"GPU worker died ({_describe_exit(code)}) without a result; last output:\n{tail}")
-        out["params"] = {**out["params"], **params}
-        out["artifacts"] = {**out["artifacts"], **artifacts}
-        return out
+        return out.add(params, artifacts=artifacts, keep=False)
 
 
 _worker = None  # the child of this process's jobs (Hydra's basic launcher runs a sweep in one process;
@@ -154,9 +149,9 @@ def run_worker(spec, timeout_s):
             _worker.gpu = gpu
         out = _worker.run(spec, timeout_s)
     if gpu is not None:  # the child's own reading of the UUID stands; nvidia-smi's where it has none
-        out["params"]["gpu_index"] = gpu.index
-        if gpu.uuid and out["params"].get("gpu_uuid", "unknown") == "unknown":
-            out["params"]["gpu_uuid"] = gpu.uuid
+        out.params["gpu_index"] = gpu.index
+        if gpu.uuid and out.params.get("gpu_uuid", "unknown") == "unknown":
+            out.params["gpu_uuid"] = gpu.uuid
     return out
 
 
@@ -194,13 +189,12 @@ def _state_record(when, state):
 
 
 @functools.cache
-def _kernel(kernel_dir, path):
+def _kernel(plugin, path):
     """One handle per library for the child's life: every job loads the base again, and a
     library's name is the hash of what went into it."""
-    from ablate.job import plugins
     from ablate.build.library import Kernel
 
-    return Kernel(path, plugins.load_dir(kernel_dir).spec)
+    return Kernel(path, plugin.spec)
 
 
 def _replicates(kspec, base, variant, shape, bench, spec, n_sets, device):
@@ -262,18 +256,19 @@ def gpu_job(spec):
     import torch
 
     from ablate.gpu import gpu_state, peaks, timing
-    from ablate.job import plugins
     from ablate.gpu.check import check
+    from ablate.job.job import from_wire
 
     if not torch.cuda.is_available():
         raise RuntimeError("no CUDA device visible to the GPU worker")
-    kspec = plugins.load_dir(spec["kernel_dir"]).spec
+    plugin, spec = from_wire(spec)
+    kspec = plugin.spec
     shape, bench = spec["shape"], spec["bench"]
     device = torch.device("cuda", torch.cuda.current_device())
     props = torch.cuda.get_device_properties(device)
     uuid = str(getattr(props, "uuid", "") or "") or None
     before = gpu_state.read(uuid, device.index)
-    base, variant = (_kernel(spec["kernel_dir"], spec[k]) for k in ("base_so", "variant_so"))
+    base, variant = (_kernel(plugin, spec[k]) for k in ("base_so", "variant_so"))
     params = {"gpu": props.name, "gpu_uuid": _uuid_text(uuid), "torch": torch.__version__, "cuda": torch.version.cuda,
               "driver": before.get("driver", "unavailable"), "bound": kspec.BOUND}
     artifacts = {}
@@ -287,7 +282,7 @@ def gpu_job(spec):
                "tolerance": kspec.tolerance(shape) if tolerance is None else tolerance}
     failed = [f"{who} failed the correctness gate: {c['error']}" for who, c in checks.items() if not c["ok"]]
     if failed:
-        return result("incorrect", params, metrics, artifacts, "; ".join(failed))
+        return Result("incorrect", params, metrics, artifacts, "; ".join(failed))
 
     n_sets = timing.input_set_count(bench["l2"], props.L2_cache_size, kspec.bytes_moved(shape))
     timed = _replicates(kspec, base, variant, shape, bench, spec, n_sets, device)
@@ -325,7 +320,7 @@ def gpu_job(spec):
     artifacts["samples.json"] = json.dumps({"replicates": [{n: np.round(t, 4).tolist() for n, t in r.items()}
                                                            for r in reps]})
     artifacts["gpu_state.json"] = json.dumps({"before": before, "after": after}, indent=1)
-    return result("ok", params, metrics, artifacts)
+    return Result("ok", params, metrics, artifacts)
 
 
 def _uuid_text(uuid):
@@ -351,7 +346,7 @@ def _answer(handler, spec):
     except Exception as e:  # a CUDA error, or anything else: crashed, and this child ends
         traceback.print_exc()
         text = str(e).strip()
-        return result("crashed", error=f"{type(e).__name__}: {text.splitlines()[0] if text else ''}".strip())
+        return Result("crashed", error=f"{type(e).__name__}: {text.splitlines()[0] if text else ''}".strip())
 
 
 def serve(handler):
@@ -368,6 +363,7 @@ def serve(handler):
     for line in sys.stdin:
         out = _answer(handler, json.loads(line))
         sys.stderr.flush()  # the job's log is whole before the parent reads it
+        out = out.to_dict() if isinstance(out, Result) else out  # a test's handler answers a dict
         answers.write(json.dumps(out) + "\n")
         answers.flush()
         if out["status"] == "crashed":

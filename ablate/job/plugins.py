@@ -217,9 +217,6 @@ def compose(kernel=None, overrides=(), kernel_path=(), **kwargs):
     compose API), for the tools and tests that compose without the app."""
     from hydra import compose as hydra_compose, initialize_config_dir
 
-    from ablate.gpu.gpus import register_resolver
-
-    register_resolver()  # conf/hydra/launcher/gpus.yaml counts the GPUs
     kernel = kernel or default_kernel()
     use(load(kernel, kernel_path))
     extra = [f"kernel_path=[{','.join(repr(str(p)) for p in kernel_path)}]"] if kernel_path else []

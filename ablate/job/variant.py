@@ -10,7 +10,6 @@ variant N launches of its kernel.
 Everything that later reaches nvcc's command line is checked here against strict patterns,
 so a bad config is a clear error before anything is built.
 """
-import itertools
 import math
 import re
 from collections.abc import Mapping
@@ -27,6 +26,7 @@ from ablate.paths import INCLUDE, ROOT as PROJECT_ROOT
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 MACRO_NAME_RE = re.compile(r"^ABLATE_[A-Z0-9_]+$")
 MACRO_VALUE_RE = re.compile(r"^[A-Za-z0-9_]*$")
+SEAM_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+ABLATE_SEAM_([A-Z0-9_]+)\b", re.M)
 SPEC_KEYS = {"header", "macros", "seam", "mechanism", "expected", "fingerprint", "counters", "launches", "truth"}
 
 
@@ -42,6 +42,7 @@ class Variant:
     headers: tuple[str, ...] = ()  # -include paths: relative to the project root when inside it
     specs: dict[str, dict] = field(default_factory=dict)  # each pathology's yaml content
     launches: int = 1  # launches of the kernel per launch of the variant (calibrations)
+    seams: dict[str, str] = field(default_factory=dict)  # each pathology's seam, as its patch replaces it
 
     @property
     def is_base(self) -> bool:
@@ -64,6 +65,7 @@ def variant_from_cfg(pathology_cfg, kernel_dir) -> Variant:
     macro_owner: dict[str, str] = {}
     headers: list[str] = []
     specs: dict[str, dict] = {}
+    seams: dict[str, str] = {}
     for name in sorted(pathology_cfg):
         spec = _check_spec(name, pathology_cfg[name])
         if name == BASE:
@@ -77,6 +79,13 @@ def variant_from_cfg(pathology_cfg, kernel_dir) -> Variant:
         header = _check_header(name, spec.get("header"), kernel_dir)
         if header is not None and header not in headers:
             headers.append(header)
+        seam = _check_seam(name, spec.get("seam"), header)
+        if seam is not None:
+            other = next((n for n, s in seams.items() if s == seam), None)
+            if other is not None:
+                raise VariantError(f"pathologies '{other}' and '{name}' both replace the {seam} seam "
+                                   f"(their patches both define ABLATE_SEAM_{seam.upper()}): they cannot be combined")
+            seams[name] = seam
         specs[name] = spec
 
     pathologies = tuple(specs)
@@ -87,6 +96,7 @@ def variant_from_cfg(pathology_cfg, kernel_dir) -> Variant:
         headers=tuple(headers),
         specs=specs,
         launches=math.prod(int(spec.get("launches") or 1) for spec in specs.values()),
+        seams=seams,
     )
 
 
@@ -148,6 +158,30 @@ def _check_macros(name: str, macros) -> dict[str, str]:
     return out
 
 
+def replaced_seams(header) -> list[str]:
+    """The seams a patch replaces: the ABLATE_SEAM_<SEAM> macros it defines, as lower-case
+    names (`#define ABLATE_SEAM_SMEM_LAYOUT NoSwizzle` -> smem_layout). `header`: a path as
+    _check_header returns it."""
+    path = Path(header) if Path(header).is_absolute() else PROJECT_ROOT / header
+    return sorted({m.lower() for m in SEAM_DEFINE.findall(path.read_text(errors="replace"))})
+
+
+def _check_seam(name: str, said, header) -> str | None:
+    """The seam pathology `name` replaces: the one its patch defines, which its yaml's
+    `seam:` must name where it names one; the yaml's word only where there is no patch to
+    read (a pathology of macros alone)."""
+    found = replaced_seams(header) if header is not None else []
+    if said is not None and not isinstance(said, str):
+        raise VariantError(f"pathology '{name}': seam must be a seam's name, got {said!r}")
+    if len(found) > 1:
+        raise VariantError(f"pathology '{name}': its patch {header} replaces {len(found)} seams "
+                           f"({', '.join(found)}); a pathology replaces one")
+    if found and said is not None and said != found[0]:
+        raise VariantError(f"pathology '{name}': its yaml says seam: {said}, but its patch {header} replaces "
+                           f"the {found[0]} seam (#define ABLATE_SEAM_{found[0].upper()}); make them agree")
+    return found[0] if found else said
+
+
 def _check_header(name: str, header, kernel_dir: Path) -> str | None:
     if header is None:
         return None
@@ -172,46 +206,3 @@ def _check_header(name: str, header, kernel_dir: Path) -> str | None:
     if resolved.is_relative_to(PROJECT_ROOT):
         return resolved.relative_to(PROJECT_ROOT).as_posix()
     return str(resolved)
-
-
-def sweep_jobs(config) -> list[list[str]]:
-    """Each job's overrides, as Hydra's basic sweeper will expand the multirun's (its params
-    plus the command line's task overrides, `glob(*)` and choice sweeps included).
-
-    `config` is what `Callback.on_multirun_start(config)` receives."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.utils import get_class
-
-    sweeper = config.hydra.sweeper
-    try:
-        cls = get_class(sweeper._target_)
-    except Exception as e:
-        raise VariantError(f"hydra.sweeper: cannot import {sweeper._target_}: {e}") from None
-    if not isinstance(cls, type) or not issubclass(cls, BasicSweeper):
-        raise VariantError(
-            f"variants_of_sweep expands the basic sweeper's jobs (and its subclasses'), not {sweeper._target_}")
-    loader = GlobalHydra.instance().config_loader()
-    params = [f"{key}={value}" for key, value in (sweeper.get("params") or {}).items()]
-    arguments = params + list(config.hydra.overrides.task)
-    overrides = OverridesParser.create(config_loader=loader).parse_overrides(arguments)
-    jobs = [list(job) for job in itertools.chain.from_iterable(BasicSweeper.split_arguments(overrides, None))]
-    if hasattr(cls, "jobs_of"):  # a sweeper that designs its jobs from the basic ones (interactions)
-        jobs = [list(job) for job in cls.jobs_of(config, loader, jobs)]
-    return jobs
-
-
-def variants_of_sweep(config, kernel_dir, jobs=None) -> list[Variant]:
-    """The distinct variants the jobs of a multirun will build, in job order: each job's
-    config (`jobs`: sweep_jobs' list) is composed with Hydra's own loader, so the variants
-    are exactly what the jobs will see."""
-    from hydra.core.global_hydra import GlobalHydra
-
-    loader = GlobalHydra.instance().config_loader()
-    variants: dict[str, Variant] = {}
-    for job in sweep_jobs(config) if jobs is None else jobs:
-        job_cfg = loader.load_sweep_config(master_config=config, sweep_overrides=list(job))
-        variant = variant_from_cfg(job_cfg.pathology, kernel_dir)
-        variants.setdefault(variant.name, variant)
-    return list(variants.values())

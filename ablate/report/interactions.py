@@ -2,13 +2,9 @@
 
 One-at-a-time ablation measures r_a, the slowdown with optimization a removed. Two removed
 together can cost more than the product (they compound) or less (they overlap: removing one
-hides the other). This module designs the sweep that measures it and reads it back:
+hides the other). The sweep that measures it is designed in ablate/sweep/design.py; this
+module reads it back:
 
-- **Design** (`pairs_of`, `seam_choice`, `design`; used by the sweeper `hydra/sweeper=interactions`,
-  hydra_plugins/ablate_interactions): the base, each pathology alone, every pair on different
-  seams (two patches of one seam cannot be combined), and the **inversion**: one pathology
-  per seam switched on ("everything off"), then that set with each one taken out (each
-  optimization added back alone).
 - **Estimates** (`stats.combine`, `interaction`): every quantity is a sum of the jobs' log
   slowdowns, log I(a,b) = log r_ab - log r_a - log r_b, and each job's log slowdown is the
   mean of its replicates' log ratios (ablate/stats.py). The jobs are independent runs, so the
@@ -33,52 +29,10 @@ import re
 import numpy as np
 
 from ablate.gpu.stats import combine, replicate_ratios
+from ablate.sweep.design import pairs_of
 
 BASE = "none"
 
-
-# ---- design -------------------------------------------------------------------------------
-
-def pairs_of(seams):
-    """(combinable, same_seam): the pairs of pathologies (sorted tuples, sorted) on different
-    seams, and those on the same seam, which cannot be combined. `seams`: {name: seam}."""
-    names = sorted(n for n in seams if n != BASE)
-    both = list(itertools.combinations(names, 2))
-    return ([p for p in both if seams[p[0]] != seams[p[1]]], [p for p in both if seams[p[0]] == seams[p[1]]])
-
-
-def seam_choice(seams, preferred=None):
-    """{seam: the pathology that switches it off in the inversion}. Where a seam has several
-    pathologies, `preferred` ({seam: name}, the kernel's `kernel.inversion`) says which; a
-    seam it does not name takes the first name in sorted order. ValueError when `preferred`
-    names a pathology that is not in the sweep or not on that seam."""
-    preferred = dict(preferred or {})
-    by_seam = {}
-    for name in sorted(n for n in seams if n != BASE):
-        by_seam.setdefault(seams[name], []).append(name)
-    for seam, name in preferred.items():
-        if seam in by_seam and name not in by_seam[seam]:
-            raise ValueError(f"kernel.inversion.{seam}={name}: the sweep's pathologies on seam {seam!r} are "
-                             f"{by_seam[seam]}")
-    return {seam: preferred.get(seam, names[0]) for seam, names in sorted(by_seam.items())}
-
-
-def design(seams, chosen, pairs=True, inversion=True):
-    """The variants of an interactions sweep, in job order, each a sorted tuple of pathology
-    names (() is the base): base, singles, cross-seam pairs, then everything off (one
-    pathology per seam, `chosen`) and everything off with each one taken out. Duplicates
-    (with two or three seams the inversion's sets are pairs or singles) appear once."""
-    names = sorted(n for n in seams if n != BASE)
-    out = [(), *((n,) for n in names)]
-    if pairs:
-        out += pairs_of(seams)[0]
-    if inversion and len(chosen) >= 2:
-        full = tuple(sorted(chosen.values()))
-        out += [full, *(tuple(n for n in full if n != left) for left in full)]
-    return list(dict.fromkeys(out))
-
-
-# ---- estimates ----------------------------------------------------------------------------
 
 def replicate_logs(samples_json):
     """A job's replicate log ratios, log(median variant / median base) of each replicate, from
@@ -421,7 +375,7 @@ def _shapley_tail(shapley, total):
 
 
 def _markdown(df):
-    from ablate.report.rank import markdown
+    from ablate.report.plots import markdown
 
     return markdown(df)
 

@@ -83,3 +83,11 @@ def interaction_heatmap(pairs, same_seam, shape, min_effect, path):
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def markdown(df):
+    """A GitHub markdown table (pandas' to_markdown needs the tabulate package)."""
+    cell = lambda v: str(v).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    lines = ["| " + " | ".join(map(cell, df.columns)) + " |", "|" + " --- |" * len(df.columns)]
+    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines)

@@ -30,6 +30,7 @@ from omegaconf import OmegaConf
 from ablate.job import counters
 from ablate.report import interactions, plots, roofline
 from ablate.gpu.stats import overlap
+from ablate.report.plots import markdown
 from ablate.sweep.tracking import ROOT, sqlite_path, tracking_uri
 
 STATIC = ["regs", "smem_bytes", "spill_bytes", "threads_per_block", "occupancy_blocks", "occupancy_warps"]
@@ -423,14 +424,6 @@ def _same(a, b):
 
 def _num(v):
     return "-" if pd.isna(v) else f"{v:g}"
-
-
-def markdown(df):
-    """A GitHub markdown table (pandas' to_markdown needs the tabulate package)."""
-    cell = lambda v: str(v).replace("|", "\\|").replace("\n", " ")  # noqa: E731
-    lines = ["| " + " | ".join(map(cell, df.columns)) + " |", "|" + " --- |" * len(df.columns)]
-    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in df.itertuples(index=False)]
-    return "\n".join(lines)
 
 
 def write(out, jobs, ranked, titles, md):

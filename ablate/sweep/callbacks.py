@@ -48,21 +48,21 @@ class SweepSetup(Callback):
         self.__init__()
 
     def on_multirun_start(self, config, **kwargs):
-        from ablate.sweep import tracking
-        from ablate.job.config import checked
         from ablate.build.compile import ARCH_ENV, build
+        from ablate.sweep import tracking
+        from ablate.sweep.design import jobs_of_sweep, variants_of_sweep
         from ablate.sweep.progress import Progress
-        from ablate.job.variant import sweep_jobs, variant_from_cfg, variants_of_sweep
 
-        # Bad input stops the sweep here, before anything is built or recorded.
+        # Bad input stops the sweep here, before anything is built or recorded: every job is
+        # worked out now, from its own config, as it will be when it runs.
         try:
-            plugin = checked(config)[0]
-            jobs = sweep_jobs(config)
-            variants = variants_of_sweep(config, plugin.dir, jobs)
+            jobs = jobs_of_sweep(config)
         except ValueError as e:
             raise SystemExit(f"ablate: {e}") from None
-        if "none" not in [v.name for v in variants]:  # every job is timed against the base
-            variants.insert(0, variant_from_cfg({"none": None}, plugin.dir))
+        plugin = jobs[0].plugin
+        variants = variants_of_sweep(jobs)
+        if jobs[0].base.name not in [v.name for v in variants]:  # every job is timed against the base
+            variants.insert(0, jobs[0].base)
         launcher = launcher_of(config)
         if launcher != "basic":
             self._serve_store(config, launcher)

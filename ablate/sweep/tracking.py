@@ -19,7 +19,8 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunStatus
 from omegaconf import OmegaConf
 
-from ablate.job.variant import BASE, VariantError, variant_from_cfg
+from ablate.job.result import GOOD_STATUSES, STATUSES, Result
+from ablate.job.variant import BASE
 
 log = logging.getLogger(__name__)
 # MLflow's client prints a "View run ... at" line per run when the store is a server: one per
@@ -28,9 +29,6 @@ os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
 from ablate.paths import ROOT
 DEFAULT_URI = "sqlite:///runs/mlflow.db"
-STATUSES = ("ok", "build_failed", "crashed", "timeout", "incorrect", "static")
-# Jobs whose measurement stands; every other status makes the MLflow run FAILED (red in the UI).
-GOOD_STATUSES = ("ok", "static")
 # MLflow's limits on one value (mlflow.utils.validation).
 MAX_PARAM_LEN = 6000
 MAX_TAG_LEN = 8000
@@ -150,23 +148,22 @@ def end_sweep(run_id, status="FINISHED", cfg=None):
         log.error("MLflow: could not mark sweep run %s %s: %s", run_id, status, e)
 
 
-def log_job(cfg, result, parent_run_id=None):
-    """Log one job's result as a run (a child of `parent_run_id` when given); return its id,
+def log_job(job, result, parent_run_id=None):
+    """Log one job's Result as a run (a child of `parent_run_id` when given); return its id,
     or None when the store could not even create the run (the result is then saved as JSON)."""
-    if not isinstance(result, dict):
-        raise TypeError(f"log_job: result must be a dict, got {type(result).__name__}")
+    if not isinstance(result, Result):
+        raise TypeError(f"log_job: result must be a Result, got {type(result).__name__}")
+    cfg = job.cfg
     problems = []
-    status = result.get("status")
-    if status not in STATUSES:
-        problems.append(f"unknown status {status!r} (expected one of {', '.join(STATUSES)})")
-    name = "job"
+    if result.status not in STATUSES:
+        problems.append(f"unknown status {result.status!r} (expected one of {', '.join(STATUSES)})")
+    name = f"{job.variant.name}@{job.shape_name}"
     try:
-        params = job_params(cfg, result, problems)
-        name = f"{params['pathology']}@{params['shape']}"
+        params = job_params(job, result)
         uri = tracking_uri(cfg)
         client = MlflowClient(tracking_uri=uri)
-        tags = job_tags(cfg, result, params, client, parent_run_id)
-        run_id = client.create_run(experiment_id(client, experiment_name(cfg), uri),
+        tags = job_tags(job, result, params, client, parent_run_id)
+        run_id = client.create_run(experiment_id(client, job.experiment, uri),
                                    tags=tags, run_name=name).info.run_id
     except Exception as e:
         problems.append(f"could not create the run: {e}")
@@ -180,70 +177,61 @@ def log_job(cfg, result, parent_run_id=None):
             problems.append(f"{what}: {e}")
 
     # The whole result first: if later calls fail, it is still all there.
-    attempt("result.json", client.log_text, run_id, json.dumps(result, indent=2, default=str), "result.json")
+    attempt("result.json", client.log_text, run_id, json.dumps(result.to_dict(), indent=2, default=str), "result.json")
     attempt("config.yaml", client.log_text, run_id, _config_yaml(cfg), "config.yaml")
     attempt("params and metrics", _log_batches, client, run_id, params, result, problems)
     attempt("artifacts", _log_artifacts, client, run_id, result, problems)
-    if result.get("error"):
-        attempt("error.txt", client.log_text, run_id, str(result["error"]), "error.txt")
+    if result.error:
+        attempt("error.txt", client.log_text, run_id, str(result.error), "error.txt")
     if problems:
         attempt("log_errors tag", client.set_tag, run_id, "log_errors", "; ".join(problems)[:MAX_TAG_LEN])
     attempt("run status", client.set_terminated, run_id,
-            RunStatus.to_string(RunStatus.FINISHED if status in GOOD_STATUSES else RunStatus.FAILED))
+            RunStatus.to_string(RunStatus.FINISHED if result.status in GOOD_STATUSES else RunStatus.FAILED))
     if problems:
         _report(cfg, result, name, problems, run_id)
     return run_id
 
 
-def job_params(cfg, result, problems):
+def job_params(job, result):
     """What identifies the job: variant, macros, shape, commit, plus the worker's own params
     (GPU, driver, CUDA, nvcc, torch, arch...), which win where both name one."""
-    from ablate.job import plugins
-
-    pathology = OmegaConf.to_container(cfg.pathology, resolve=True) if "pathology" in cfg else {}
-    try:
-        variant = variant_from_cfg(pathology, plugins.of(cfg).dir)
-        name, names, macros = variant.name, list(variant.pathologies), variant.macros
-    except (VariantError, plugins.PluginError) as e:  # logged all the same, under the names as given
-        problems.append(f"pathology config: {e}")
-        names = sorted(n for n in pathology if n != BASE)
-        name, macros = "+".join(names) or BASE, {}
-    texts = names or list(pathology)  # the base's own yaml describes it
+    variant = job.variant
+    names = list(variant.pathologies)
+    specs = variant.specs if names else OmegaConf.to_container(job.cfg.pathology, resolve=True)
+    texts = names or list(specs)  # the base's own yaml describes it
     params = {
-        "kernel": str(OmegaConf.select(cfg, "kernel.name", default="unknown")),
-        "pathology": name,
+        "kernel": job.kernel,
+        "pathology": variant.name,
         "pathologies": ",".join(names) or BASE,
-        "macros": " ".join(f"{k}={v}" for k, v in macros.items()) or "none",
-        "mechanism": _joined(pathology, texts, "mechanism"),
-        "expected": _joined(pathology, texts, "expected"),
-        "truth": _truth(pathology, names),
-        "seams": ",".join(str((pathology.get(n) or {}).get("seam") or "-") for n in names) or "-",
-        "min_effect": OmegaConf.select(cfg, "bench.min_effect", default=None),
-        "shape": _shape_name(cfg),
+        "macros": " ".join(f"{k}={v}" for k, v in variant.macros.items()) or "none",
+        "mechanism": _joined(specs, texts, "mechanism"),
+        "expected": _joined(specs, texts, "expected"),
+        "truth": _truth(specs, names),
+        "seams": ",".join(variant.seams.get(n) or "-" for n in names) or "-",  # as the patches replace them
+        "min_effect": job.bench.get("min_effect"),
+        "shape": job.shape_name,
         # What the job did: mode=gpu falls back to static on a machine with no GPU.
-        "mode": "static" if result.get("status") == "static" else str(OmegaConf.select(cfg, "mode")),
-        "arch": str(OmegaConf.select(cfg, "build.arch", default="unknown")),
+        "mode": "static" if result.status == "static" else job.mode,
+        "arch": str(OmegaConf.select(job.cfg, "build.arch", default="unknown")),
         "git_commit": git_commit(),
     }
-    shape = OmegaConf.select(cfg, "shape", default=None)
-    if shape is not None:
-        for k, v in OmegaConf.to_container(shape, resolve=True).items():
-            params[f"shape.{k}"] = v
-    params.update(_flat(result.get("params") or {}))
+    for k, v in OmegaConf.to_container(job.cfg.shape, resolve=True).items():
+        params[f"shape.{k}"] = v
+    params.update(_flat(result.params))
     return {k: _text(v) for k, v in params.items()}
 
 
-def job_tags(cfg, result, params, client, parent_run_id):
+def job_tags(job, result, params, client, parent_run_id):
     tags = {
         "kind": "job",
         "kernel": params["kernel"],
-        "status": str(result.get("status")),
+        "status": str(result.status),
         "variant": params["pathology"],
         "mode": params["mode"],
         "git_commit": params["git_commit"],
     }
-    if result.get("error"):
-        tags["error"] = str(result["error"])[:500]
+    if result.error:
+        tags["error"] = str(result.error)[:500]
     if parent_run_id:
         tags["mlflow.parentRunId"] = parent_run_id
         try:
@@ -275,7 +263,7 @@ def _log_batches(client, run_id, params, result, problems):
 
 
 def _log_artifacts(client, run_id, result, problems):
-    for name, text in (result.get("artifacts") or {}).items():
+    for name, text in result.artifacts.items():
         try:
             client.log_text(run_id, str(text), _safe_name(name, problems))
         except Exception as e:
@@ -285,7 +273,7 @@ def _log_artifacts(client, run_id, result, problems):
 def _metrics(result, problems):
     now = int(datetime.datetime.now().timestamp() * 1000)
     out = []
-    for k, v in (result.get("metrics") or {}).items():
+    for k, v in result.metrics.items():
         if isinstance(v, numbers.Real):
             out.append(Metric(str(k), float(v), now, 0))
         else:
@@ -293,26 +281,15 @@ def _metrics(result, problems):
     return out
 
 
-def _shape_name(cfg):
-    """The shape's config name (s512, ...): Hydra's choice inside a Hydra app, else `shape.name`."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if HydraConfig.initialized():
-        choice = HydraConfig.get().runtime.choices.get("shape")
-        if choice:
-            return str(choice)
-    return str(OmegaConf.select(cfg, "shape.name", default="unknown"))
-
-
-def _truth(pathology, names):
+def _truth(specs, names):
     """A calibration's known slowdown (the product over the job's pathologies), or "none"."""
-    truths = [(pathology.get(n) or {}).get("truth") for n in names]
+    truths = [(specs.get(n) or {}).get("truth") for n in names]
     truths = [float(t) for t in truths if t is not None]
     return f"{math.prod(truths):g}" if truths else "none"
 
 
-def _joined(pathology, names, field):
-    texts = [str((pathology[n] or {}).get(field) or "").strip() for n in names]
+def _joined(specs, names, field):
+    texts = [str((specs.get(n) or {}).get(field) or "").strip() for n in names]
     if len(names) <= 1:
         return texts[0] if texts else ""
     return " | ".join(f"{n}: {t}" for n, t in zip(names, texts))
@@ -363,9 +340,9 @@ def _report(cfg, result, name, problems, run_id=None):
         path = folder / f"{stamp}-{re.sub(r'[^A-Za-z0-9._+@-]', '_', name)}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"run_id": run_id, "problems": problems, "config": _config_yaml(cfg),
-                                    "result": result}, indent=2, default=str))
+                                    "result": result.to_dict()}, indent=2, default=str))
         kept = f"; the result is saved in {path}"
     except OSError as e:
-        kept = f"; could not save it either ({e}): {json.dumps(result, default=str)}"
+        kept = f"; could not save it either ({e}): {json.dumps(result.to_dict(), default=str)}"
     where = f"run {run_id}" if run_id else "no run created"
     log.error("MLflow: logging job %s had problems (%s): %s%s", name, where, "; ".join(problems), kept)

@@ -30,7 +30,7 @@ def load_shapes(plugin, names):
     """{name: validated shape dict} for `names`; an unknown name is an error listing the choices."""
     from omegaconf import OmegaConf
 
-    from ablate.job.config import shape_of
+    from ablate.job.job import shape_of
 
     choices = plugin.options("shape")
     shapes = {}
@@ -91,19 +91,15 @@ def command_line(argv):
     return shlex.join(["python", "-m", "ablate.tools.benchmark", *argv])
 
 
-def build_base(cfg, plugin):
+def build_base(job):
     """The base variant's library (cached by ablate.build.compile when unchanged)."""
-    from ablate.build.compile import BuildError, build
-    from ablate.job.variant import VariantError, variant_from_cfg
+    from ablate.build.compile import BuildError, build, unavailable
 
-    from ablate.build.compile import unavailable
-
-    if why := unavailable(plugin):
+    if why := unavailable(job.plugin):
         raise SystemExit(why)
     try:
-        variant = variant_from_cfg(cfg.pathology, plugin.dir)
-        result = build([variant], cfg.build, plugin, ROOT)[variant.name]
-    except (VariantError, BuildError) as e:
+        result = build([job.base], job.build, job.plugin, ROOT)[job.base.name]
+    except BuildError as e:
         raise SystemExit(f"cannot build the base: {e}")
     if result.status != "built":
         raise SystemExit(f"the base kernel failed to build:\n{result.log}")
@@ -190,9 +186,9 @@ def run(args, argv):
         raise SystemExit(f"ablate.tools.benchmark: {e}")
     except HydraException as e:
         raise SystemExit(f"cannot compose the config (check --override): {e}")
-    from ablate.gpu.timing import validate_bench
+    from ablate.job.job import make_job
     try:
-        validate_bench(cfg.bench)
+        job = make_job(cfg, cfg.hydra.runtime.choices.shape)
     except ValueError as e:
         raise SystemExit(str(e))
     known = list(getattr(plugin.spec, "PEERS", {}))
@@ -210,7 +206,7 @@ def run(args, argv):
     from ablate.gpu.check import check
     from ablate.build.library import Kernel
 
-    kernel = Kernel(build_base(cfg, plugin), plugin.spec)
+    kernel = Kernel(build_base(job), plugin.spec)
     before = gpu_state_now()
     ceiling = peaks.peak(plugin.spec.BOUND, torch.cuda.current_device())
     header = header_lines(plugin, cfg.bench, before, ceiling)

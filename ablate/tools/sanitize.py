@@ -66,9 +66,11 @@ def drive(lib_path, kernel_dir, case_dir):
 
 def _drive(lib_path, kernel_dir, case):
     from ablate.build.library import Kernel, cuda_error_name
+    from ablate.job.job import from_wire
 
     meta = json.loads((case / "case.json").read_text())
-    kernel = Kernel(lib_path, plugins.load_dir(kernel_dir).spec)
+    plugin, _ = from_wire({"kernel_dir": kernel_dir})
+    kernel = Kernel(lib_path, plugin.spec)
     call = _driver_api()
     call("cuInit", 0)
     dev, ctx = ctypes.c_int(), ctypes.c_void_p()
@@ -177,13 +179,13 @@ def build_pathologies(plugin, names, overrides=()):
     Returns (cfg of the first, {pathology name: BuildResult}).
     """
     from ablate.build.compile import build
-    from ablate.job.variant import variant_from_cfg
+    from ablate.job.job import make_job
 
     cfgs = {n: plugins.compose(plugin.name, [f"pathology={n}", *overrides]) for n in names}
-    variants = {n: variant_from_cfg(c.pathology, plugin.dir) for n, c in cfgs.items()}
+    jobs = {n: make_job(c) for n, c in cfgs.items()}
     cfg = cfgs[names[0]]
-    results = build(list(variants.values()), cfg.build, plugin, ROOT)
-    return cfg, {n: results[variants[n].name] for n in names}
+    results = build([j.variant for j in jobs.values()], cfg.build, plugin, ROOT)
+    return cfg, {n: results[jobs[n].variant.name] for n in names}
 
 
 def sanitize_one(sanitizer, tool, lib, kernel_dir, case, timeout_s):
@@ -265,13 +267,12 @@ def run(args):
     from ablate.build.compile import BuildError, unavailable
     if why := unavailable(plugin):
         raise SystemExit(why)
-    from ablate.job.variant import VariantError
     try:
         _, builds = build_pathologies(plugin, names, args.override)
     except HydraException as e:
         raise SystemExit(f"cannot compose the config (check --override): {e}")
-    except VariantError as e:
-        raise SystemExit(f"bad pathology config: {e}")
+    except ValueError as e:  # a VariantError, or another setting a job refuses
+        raise SystemExit(f"bad config: {e}")
     except BuildError as e:
         raise SystemExit(f"cannot build: {e}")
     spec = plugin.spec

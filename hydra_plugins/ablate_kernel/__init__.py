@@ -9,8 +9,22 @@ import os
 
 from hydra.core.config_search_path import ConfigSearchPath
 from hydra.plugins.search_path_plugin import SearchPathPlugin
+from omegaconf import OmegaConf
 
 ENV = "ABLATE_KERNEL_CONF"
+
+
+def _gpus():
+    """`${ablate_gpus:}` (conf/hydra/launcher/gpus.yaml): the GPUs a sweep may use, counted
+    on first use. Registered here because Hydra loads this module before every composition,
+    the app's and the tools' alike."""
+    from ablate.gpu.gpus import count
+
+    return count()
+
+
+if not OmegaConf.has_resolver("ablate_gpus"):
+    OmegaConf.register_new_resolver("ablate_gpus", _gpus, use_cache=True)
 
 
 class AblateKernelSearchPath(SearchPathPlugin):

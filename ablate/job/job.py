@@ -1,0 +1,97 @@
+"""A job, worked out once: what one run of the app measures, made from its composed config
+and handed on to every stage (build, static analysis, the GPU worker, the profiler, tracking).
+No stage after this one reads the kernel's folder or turns a pathology config into a variant
+again: they read the Job.
+
+Bad input is a ValueError whose message names the problem (the app prints it as
+`ablate: ...`), raised before anything is built.
+
+The GPU half runs in other processes (the sweep's worker, ncu's driver, compute-sanitizer's
+driver), which receive the job as JSON (`wire`) and read it back with `from_wire`: the one
+place where a kernel is found again from its folder's path.
+"""
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from ablate.job import plugins
+from ablate.job.variant import BASE, Variant, variant_from_cfg
+
+MODES = ("gpu", "static")
+
+
+@dataclass(frozen=True)
+class Job:
+    plugin: plugins.Plugin
+    shape: dict  # the shape as the kernel's spec validated it
+    shape_name: str  # its config's name (s512), or its fields in words outside Hydra
+    variant: Variant
+    base: Variant  # every job is built, checked and timed against it
+    peers: tuple[str, ...]  # the peers it times beside the kernel
+    bench: dict  # how it checks and times (conf/bench), plain data
+    mode: str  # as asked: gpu or static (gpu falls back to static without a GPU)
+    kernel_counters: tuple[str, ...]  # the kernel's default ncu metrics (kernel.counters)
+    cfg: DictConfig  # the composed config, kept for the record (config.yaml) and its settings
+
+    @property
+    def kernel(self) -> str:
+        return self.plugin.name
+
+    @property
+    def build(self):
+        """cfg.build: dir, arch, nvcc, flags, jobs."""
+        return self.cfg.build
+
+    @property
+    def experiment(self) -> str:
+        """The MLflow experiment: kernel.experiment, else the kernel's name."""
+        return str(OmegaConf.select(self.cfg, "kernel.experiment", default=None) or self.kernel)
+
+    @property
+    def variants(self) -> list[Variant]:
+        """What the job builds: the base, and the variant when it is another."""
+        return [self.base] if self.variant.is_base else [self.base, self.variant]
+
+    def wire(self, base_lib, variant_lib) -> dict:
+        """What a process of the GPU half needs of the job, as JSON-able data."""
+        return {"kernel_dir": str(self.plugin.dir), "base_so": str(base_lib), "variant_so": str(variant_lib),
+                "shape": self.shape, "peers": list(self.peers), "launches": self.variant.launches,
+                "bench": self.bench}
+
+
+def make_job(cfg, shape_name=None) -> Job:
+    """The Job of a composed config; ValueError naming the problem. `shape_name`: the shape's
+    config name when the caller knows it (Hydra's choice), else `shape.name` or its fields."""
+    from ablate.job import counters
+    from ablate.job.bench import peer_names, validate_bench, validate_profile
+
+    if cfg.mode not in MODES:
+        raise ValueError(f"mode must be one of {list(MODES)}, got {cfg.mode!r}")
+    plugin = plugins.of(cfg)
+    shape = shape_of(plugin, cfg.shape)
+    validate_bench(cfg.bench)
+    validate_profile(cfg.bench)
+    peers = peer_names(cfg.bench, plugin.spec, plugin.name)
+    kernel_counters = list(OmegaConf.select(cfg, "kernel.counters", default=None) or [])
+    counters.check_names(kernel_counters, "kernel.counters")
+    variant, base = (variant_from_cfg(p, plugin.dir) for p in (cfg.pathology, {BASE: None}))
+    for name in variant.pathologies:
+        counters.check_when(variant.specs[name].get("counters"), list(shape), f"pathology '{name}'")
+    name = shape_name or OmegaConf.select(cfg, "shape.name", default=None) or plugin.label(shape)
+    return Job(plugin=plugin, shape=shape, shape_name=str(name), variant=variant, base=base,
+               peers=tuple(peers), bench=OmegaConf.to_container(cfg.bench, resolve=True), mode=str(cfg.mode),
+               kernel_counters=tuple(kernel_counters), cfg=cfg)
+
+
+def shape_of(plugin, shape_cfg) -> dict:
+    """The shape as the kernel's spec validates it; ValueError with the spec's message."""
+    try:
+        return plugin.spec.validate_shape(OmegaConf.to_container(shape_cfg, resolve=True))
+    except ValueError as e:
+        raise ValueError(f"shape: {e}") from None
+
+
+def from_wire(wire: dict) -> tuple[plugins.Plugin, dict]:
+    """(the kernel's plugin, the wire data) in a process of the GPU half."""
+    return plugins.load_dir(Path(wire["kernel_dir"])), wire

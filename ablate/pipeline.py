@@ -1,0 +1,132 @@
+"""One job through its stages: build (ablate/build), then either read the binaries (static
+mode) or check and time base and variant on the GPU (ablate/gpu), counters last when asked.
+The job (ablate/job/job.py) is worked out before this and handed to each stage; the Result
+(ablate/job/result.py) grows stage by stage and goes to tracking (ablate/sweep/tracking.py).
+"""
+import functools
+import json
+import logging
+import re
+
+from ablate.job.result import Result
+from ablate.paths import ROOT
+
+log = logging.getLogger("ablate")
+_said_no_gpu = False  # the fallback is said once per process, not once per job
+
+
+def run_job(job) -> Result:
+    """Build, then check and time (mode=gpu) or read the binary (mode=static)."""
+    from ablate.build.compile import BuildError, build
+    from ablate.build.library import Kernel
+
+    try:
+        builds = build(job.variants, job.build, job.plugin, ROOT)
+    except BuildError as e:
+        return Result("build_failed", error=str(e))
+    base, var = builds[job.base.name], builds[job.variant.name]
+    params = {"kernel": job.kernel, "shape_label": job.plugin.label(job.shape),
+              "nvcc": nvcc_release(str(job.build.nvcc)), "arch": base.arch}
+    for who, b in (("variant", var), ("base", base)):
+        if not b.ok:
+            first = next((ln.strip() for ln in b.log.splitlines() if "error" in ln.lower()), "")
+            return Result("build_failed", params, artifacts={"build.log": b.log},
+                          error=f"the {who} ({b.variant}) failed to build: {first} (log: {b.log_path})")
+    info = Kernel(var.lib).info()
+    artifacts = {"ptxas.log": var.log, "variant_info.json": json.dumps(info, indent=1)}
+    params["build_cached"] = var.cached
+    params["mode"] = effective_mode(job.mode, job.plugin)
+    out = static_job(job, base, var) if params["mode"] == "static" else gpu_job(job, base, var, info)
+    return out.add(params, artifacts=artifacts)
+
+
+def static_job(job, base, var) -> Result:
+    """Static metrics of the variant and its fingerprint checked against the base."""
+    from ablate.build.static import static_metrics
+    from ablate.job import fingerprint
+
+    var_sass, base_sass = read_sass(var.lib), read_sass(base.lib)
+    metrics = static_metrics(var, job.plugin.spec, sass_report=var_sass)
+    base_metrics = static_metrics(base, job.plugin.spec, sass_report=base_sass)
+    problems = fingerprint.check(job.variant, metrics, base_metrics, var_sass["text"], base_sass["text"])
+    metrics["fingerprint_ok"] = int(not problems)
+    return Result("static", metrics=metrics, error="; ".join(problems) or None)
+
+
+def gpu_job(job, base, var, info) -> Result:
+    """The correctness gate and the timing in the sweep's GPU child, then the counters."""
+    from ablate.gpu.worker import run_worker
+
+    # Read off the build before timing, so nothing after the worker can lose its result.
+    resources = shape_metrics(var, info, job.plugin.spec, job.shape)
+    wire = job.wire(base.lib, var.lib)
+    out = run_worker(wire, job.bench["timeout_s"])
+    out.add(metrics=resources, keep=False)
+    if job.bench.get("profile") and out.status == "ok":  # counters after the gate and the timing
+        from ablate.gpu.profile import add_counters
+
+        add_counters(out, job, wire)
+    return out
+
+
+def shape_metrics(build_result, info, spec, shape):
+    """regs, smem_bytes (static + dynamic) and spill_bytes of the kernel instance the shape
+    runs, as the kernel's spec picks it out (static.launched)."""
+    from ablate.build.static import config_of, launched
+
+    configs = info["configs"]
+    names = [name for name in build_result.ptxas["kernels"] if launched(spec, name, shape, configs)]
+    if len(names) != 1:
+        return {}  # names that do not say: better no number than another instance's
+    k = build_result.ptxas["kernels"][names[0]]
+    config = next((c for c in configs if str(c["name"]) == config_of(spec, names[0], configs)), None)
+    if config is None:
+        return {}
+    return {"regs": k["registers"], "smem_bytes": k["smem_bytes"] + int(config["smem_bytes"]),
+            "spill_bytes": k["spill_store_bytes"] + k["spill_load_bytes"]}
+
+
+@functools.cache
+def read_sass(lib):
+    """cuobjdump's instruction mix of a library; kept for the process, since a sweep reads
+    the base's once per job and a library's name is the hash of what went into it."""
+    from ablate.build import sass
+
+    return sass.read(lib)
+
+
+def gpu_available():
+    """(True, None) when a CUDA device is visible, else (False, why)."""
+    try:
+        import torch
+    except ImportError:
+        return False, "torch is not installed"
+    if not torch.cuda.is_available():
+        return False, "no CUDA device is visible"
+    return True, None
+
+
+def effective_mode(requested, plugin=None):
+    global _said_no_gpu
+    if requested != "gpu":
+        return requested
+    ok, why = gpu_available()
+    if ok and plugin is not None:
+        from ablate.build.compile import unavailable
+
+        why = unavailable(plugin)
+        ok = why is None
+    if ok:
+        return "gpu"
+    if not _said_no_gpu:
+        log.warning("%s: mode=gpu falls back to mode=static (build and read the binaries, no timing)", why)
+        _said_no_gpu = True
+    return "static"
+
+
+def nvcc_release(nvcc):
+    from ablate.build.compile import nvcc_version
+
+    text = nvcc_version(nvcc)
+    m = re.search(r"release ([\d.]+), V([\d.]+)", text)
+    return m.group(2) if m else text.strip().splitlines()[-1]
