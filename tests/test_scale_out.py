@@ -91,7 +91,7 @@ def test_the_callback_travels_to_workers_without_the_launchers_state(tmp_path):
 def test_the_progress_line_counts_the_jobs_marks(tmp_path, capsys):
     line = progress.Progress(tmp_path, 3, enabled=True, poll_s=3600)
     progress.mark(tmp_path / "0", "ok", "none on s512: ok slowdown 1.000")  # a job of this process: logged here
-    subprocess.run([sys.executable, "-c", "import sys; from ablate import progress; "  # a job elsewhere
+    subprocess.run([sys.executable, "-c", "import sys; from ablate.sweep import progress; "  # a job elsewhere
                     "progress.mark(sys.argv[1], 'crashed', 'uncoalesced on s512: crashed CUDA error')",
                     str(tmp_path / "1")], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert line.poll() == 2 and line.poll() == 0

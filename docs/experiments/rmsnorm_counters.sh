@@ -2,7 +2,7 @@
 # On the GPU machine, from the repository root, after the wheelhouse install: ncu counters of
 # the RMSNorm base and every pathology, one launch each, at 16 x 4096 and 16384 x 8192 FP16.
 python3 - <<'PY' > /tmp/rms_libs.txt
-from ablate import plugins; from ablate.build.compile import build; from ablate.job.variant import variant_from_cfg
+from ablate.job import plugins; from ablate.build.compile import build; from ablate.job.variant import variant_from_cfg
 p = plugins.load("rmsnorm")
 cfgs = {n: plugins.compose("rmsnorm", [f"pathology={n}"]) for n in p.options("pathology")}
 vs = {n: variant_from_cfg(c.pathology, p.dir) for n, c in cfgs.items()}
