@@ -47,6 +47,15 @@
 #ifndef ABLATE_SEAM_BARRIER         // barriers beyond the necessary ones
 #define ABLATE_SEAM_BARRIER NoExtraBarrier
 #endif
+#ifndef ABLATE_SEAM_KV_SOURCE       // where the MMAs read K and V fragments from
+#define ABLATE_SEAM_KV_SOURCE StagedKV
+#endif
+#ifndef ABLATE_SEAM_QK_LOOP         // how far the Q K^T loop loads ahead of its MMAs
+#define ABLATE_SEAM_QK_LOOP FragmentPerStep
+#endif
+#ifndef ABLATE_SEAM_SOFTMAX         // template <int M, int N, int D> online softmax
+#define ABLATE_SEAM_SOFTMAX OnlineSoftmax
+#endif
 #ifndef ABLATE_PATHOLOGIES
 #define ABLATE_PATHOLOGIES
 #endif
@@ -58,6 +67,8 @@ using ScoreAcc = ABLATE_SEAM_SCORE_ACC;
 using Schedule = ABLATE_SEAM_SCHEDULE;
 using KeyRange = ABLATE_SEAM_KEY_RANGE;
 using Barrier = ABLATE_SEAM_BARRIER;
+using KvSource = ABLATE_SEAM_KV_SOURCE;
+using QkLoop = ABLATE_SEAM_QK_LOOP;
 
 struct Params {
   const half* q;
@@ -73,7 +84,7 @@ struct Smem {
   static constexpr int kStages = Pipeline::template stages<T>();
   static constexpr int kTileQ = T::kBlockM * T::kHeadDim;  // halves
   static constexpr int kTileKV = T::kBlockN * T::kHeadDim;
-  static constexpr int kBytes = (kTileQ + kStages * 2 * kTileKV) * 2;
+  static constexpr int kBytes = (kTileQ + (KvSource::kStaged ? kStages * 2 * kTileKV : 0)) * 2;
 };
 
 // One query tile of one (batch, head): the whole FlashAttention-2 loop.
@@ -99,10 +110,12 @@ __device__ __forceinline__ void attend_tile(const Params& p, int m_tile, int bh,
   auto load_kv = [&](int j, int stage) {
     const int64_t off = head + static_cast<int64_t>(j) * T::kBlockN * T::kHeadDim;
     const int valid = p.seq_len - j * T::kBlockN;
-    GmemLoad::template tile<T::kBlockN, T::kChunks, T::kThreads, Layout, Pipeline::kAsync>(
-        sK(stage), p.k + off, valid, tid);
-    GmemLoad::template tile<T::kBlockN, T::kChunks, T::kThreads, Layout, Pipeline::kAsync>(
-        sV(stage), p.v + off, valid, tid);
+    if constexpr (KvSource::kStaged) {
+      GmemLoad::template tile<T::kBlockN, T::kChunks, T::kThreads, Layout, Pipeline::kAsync>(
+          sK(stage), p.k + off, valid, tid);
+      GmemLoad::template tile<T::kBlockN, T::kChunks, T::kThreads, Layout, Pipeline::kAsync>(
+          sV(stage), p.v + off, valid, tid);
+    }
     Barrier::sync();
   };
 
@@ -113,7 +126,7 @@ __device__ __forceinline__ void attend_tile(const Params& p, int m_tile, int bh,
     for (int dt = 0; dt < T::kDTiles; ++dt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) o[mi][dt][i] = 0.f;
-  OnlineSoftmax<T::kMTiles, T::kNTiles, T::kDTiles> softmax;
+  ABLATE_SEAM_SOFTMAX<T::kMTiles, T::kNTiles, T::kDTiles> softmax;
   softmax.init();
 
   Pipeline::template prologue<kStages>(n_tiles, load_q, load_kv);
@@ -123,8 +136,13 @@ __device__ __forceinline__ void attend_tile(const Params& p, int m_tile, int bh,
   for (int j = 0; j < n_tiles; ++j) {
     Pipeline::template before_compute<kStages>(j, n_tiles, load_kv);
     const int stage = j % kStages;
+    // This key tile in global memory, and how many of its keys lie inside the sequence.
+    const half* gK = p.k + head + static_cast<int64_t>(j) * T::kBlockN * T::kHeadDim;
+    const half* gV = p.v + head + static_cast<int64_t>(j) * T::kBlockN * T::kHeadDim;
+    const int valid = p.seq_len - j * T::kBlockN;
     ScoreAcc s[T::kMTiles][T::kNTiles];
-    scores_qk<T, Layout, Barrier>(s, q, sQ, sK(stage), warp_row0, lane);
+    QkLoop::template scores<T, Layout, Barrier, KvSource>(s, q, sQ, sK(stage), gK, valid, warp_row0,
+                                                          lane);
     // Only the tile holding the sequence end, and tiles crossing the diagonal, need a mask.
     const int col0 = j * T::kBlockN;
     if (col0 + T::kBlockN > p.seq_len || (kCausal && col0 + T::kBlockN - 1 > row0))
@@ -132,7 +150,7 @@ __device__ __forceinline__ void attend_tile(const Params& p, int m_tile, int bh,
     uint32_t pf[T::kMTiles][T::kNTiles][2];
     softmax.step(s, pf, o, p.scale_log2);
     Barrier::sync();
-    accumulate_pv<T, Layout, Barrier>(o, pf, sV(stage), lane);
+    accumulate_pv<T, Layout, Barrier, KvSource>(o, pf, sV(stage), gV, valid, lane);
     Pipeline::template after_compute<kStages>(j, n_tiles, load_kv);
   }
 
@@ -198,7 +216,9 @@ extern "C" const char* ablate_variant_info(void) {
           ABLATE_SEAM_SMEM_LAYOUT) "\", \"gmem_load\": \"" ABLATE_XSTR(ABLATE_SEAM_GMEM_LOAD)
       "\", \"pipeline\": \"" ABLATE_XSTR(ABLATE_SEAM_PIPELINE) "\", \"score_acc\": \"" ABLATE_XSTR(
           ABLATE_SEAM_SCORE_ACC) "\", \"schedule\": \"" ABLATE_XSTR(ABLATE_SEAM_SCHEDULE)
-      "\", \"key_range\": \"" ABLATE_XSTR(ABLATE_SEAM_KEY_RANGE) "\", \"barrier\": \"" ABLATE_XSTR(ABLATE_SEAM_BARRIER) "\"}, \"configs\": [" +
+      "\", \"key_range\": \"" ABLATE_XSTR(ABLATE_SEAM_KEY_RANGE) "\", \"barrier\": \"" ABLATE_XSTR(ABLATE_SEAM_BARRIER) "\", \"kv_source\": \"" ABLATE_XSTR(
+          ABLATE_SEAM_KV_SOURCE) "\", \"qk_loop\": \"" ABLATE_XSTR(ABLATE_SEAM_QK_LOOP)
+      "\", \"softmax\": \"" ABLATE_XSTR(ABLATE_SEAM_SOFTMAX) "\"}, \"configs\": [" +
       config_json<64>() + ", " + config_json<128>() + "]}";
   return info.c_str();
 }

@@ -38,10 +38,31 @@ struct QFrags<T, Layout, false> {
   }
 };
 
+// Where the MMAs find their K and V fragments. The base stages each K/V tile in shared
+// memory once per block (load_kv) and every warp reads it from there with ldmatrix.
+// gK / gV (the tile in global memory) and valid (keys of it inside the sequence) are for
+// sources that read global memory; np/ks and kk/dp name the fragment.
+struct StagedKV {
+  static constexpr bool kStaged = true;  // load_kv copies K and V into shared memory
+  template <class T, class Layout>
+  __device__ __forceinline__ static void k_frag(uint32_t (&kb)[4], const half* sK, const half*, int,
+                                                int ks, int np, int lane) {
+    const int key = np * 16 + (lane & 7) + (lane >> 4) * 8;
+    ldmatrix_x4(kb, sK + Layout::template offset<T::kChunks>(key, ks * 2 + ((lane >> 3) & 1)));
+  }
+  template <class T, class Layout>
+  __device__ __forceinline__ static void v_frag(uint32_t (&vb)[4], const half* sV, const half*, int,
+                                                int kk, int dp, int lane) {
+    const int key = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+    ldmatrix_x4_trans(vb, sV + Layout::template offset<T::kChunks>(key, dp * 2 + (lane >> 4)));
+  }
+};
+
 // S = Q K^T for one key tile. Each ldmatrix.x4 of K feeds two n8 tiles, for every m16 tile.
-template <class T, class Layout, class Barrier, class Acc, class Q>
+template <class T, class Layout, class Barrier, class KV, class Acc, class Q>
 __device__ __forceinline__ void scores_qk(Acc (&s)[T::kMTiles][T::kNTiles], const Q& q,
-                                          const half* sQ, const half* sK, int warp_row0, int lane) {
+                                          const half* sQ, const half* sK, const half* gK, int valid,
+                                          int warp_row0, int lane) {
 #pragma unroll
   for (int mi = 0; mi < T::kMTiles; ++mi)
 #pragma unroll
@@ -52,9 +73,8 @@ __device__ __forceinline__ void scores_qk(Acc (&s)[T::kMTiles][T::kNTiles], cons
     q.get(qa, sQ, warp_row0, ks, lane);
 #pragma unroll
     for (int np = 0; np < T::kNTiles / 2; ++np) {
-      const int key = np * 16 + (lane & 7) + (lane >> 4) * 8;
       uint32_t kb[4];
-      ldmatrix_x4(kb, sK + Layout::template offset<T::kChunks>(key, ks * 2 + ((lane >> 3) & 1)));
+      KV::template k_frag<T, Layout>(kb, sK, gK, valid, ks, np, lane);
 #pragma unroll
       for (int mi = 0; mi < T::kMTiles; ++mi) {
         s[mi][2 * np].mma(qa[mi], kb[0], kb[1]);
@@ -65,19 +85,29 @@ __device__ __forceinline__ void scores_qk(Acc (&s)[T::kMTiles][T::kNTiles], cons
   }
 }
 
+// How the Q K^T loops are unrolled: the base loads each K fragment just before the MMAs
+// that use it, so one fragment (4 registers) is live at a time.
+struct FragmentPerStep {
+  template <class T, class Layout, class Barrier, class KV, class Acc, class Q>
+  __device__ __forceinline__ static void scores(Acc (&s)[T::kMTiles][T::kNTiles], const Q& q,
+                                                const half* sQ, const half* sK, const half* gK,
+                                                int valid, int warp_row0, int lane) {
+    scores_qk<T, Layout, Barrier, KV>(s, q, sQ, sK, gK, valid, warp_row0, lane);
+  }
+};
+
 // O += P V for one key tile. P comes straight from the score registers (the accumulator
 // layout of two n8 tiles is the A layout of one k16 step); V via ldmatrix.trans.
-template <class T, class Layout, class Barrier>
+template <class T, class Layout, class Barrier, class KV>
 __device__ __forceinline__ void accumulate_pv(float (&o)[T::kMTiles][T::kDTiles][4],
                                               const uint32_t (&p)[T::kMTiles][T::kNTiles][2],
-                                              const half* sV, int lane) {
+                                              const half* sV, const half* gV, int valid, int lane) {
 #pragma unroll
   for (int kk = 0; kk < T::kBlockN / 16; ++kk) {
 #pragma unroll
     for (int dp = 0; dp < T::kDTiles / 2; ++dp) {
-      const int key = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
       uint32_t vb[4];
-      ldmatrix_x4_trans(vb, sV + Layout::template offset<T::kChunks>(key, dp * 2 + (lane >> 4)));
+      KV::template v_frag<T, Layout>(vb, sV, gV, valid, kk, dp, lane);
 #pragma unroll
       for (int mi = 0; mi < T::kMTiles; ++mi) {
         const uint32_t a[4] = {p[mi][2 * kk][0], p[mi][2 * kk][1], p[mi][2 * kk + 1][0],
