@@ -80,11 +80,11 @@ struct WarpSpecialized {
   __device__ __forceinline__ static bool producer(int wg) { return wg < kProducers; }
   template <class Registers>
   __device__ __forceinline__ static void consumer_registers() { Registers::consumer(); }
-  template <class T, class Loader, class Sh, class P>
+  template <class T, class Load, class Sh, class P>
   __device__ __forceinline__ static void prefetch(const P&, const Sh&, const Work&, int, int, int, int) {}
-  template <class T, class Loader, class Sh, class P>
+  template <class T, class Load, class Sh, class P>
   __device__ __forceinline__ static void refill_k(const P&, const Sh&, int, int, int, int, int, int) {}
-  template <class T, class Loader, class Sh, class P>
+  template <class T, class Load, class Sh, class P>
   __device__ __forceinline__ static void refill_v(const P&, const Sh&, int, int, int, int, int, int) {}
 };
 

@@ -16,27 +16,29 @@ struct ConsumersLoad {
   __device__ __forceinline__ static bool producer(int) { return false; }
   template <class Registers>
   __device__ __forceinline__ static void consumer_registers() {}
-  template <class T, class Loader, class Sh, class P>  // Q and the first kStages K/V tiles
+  // Load: the producer's steps (hopper_attention.cu). Q and the first kStages K/V tiles:
+  template <class T, class Load, class Sh, class P>
   __device__ __forceinline__ static void prefetch(const P& p, const Sh& sh, const Work& w,
                                                   int slot0, int count, int wg, int tid) {
     if (wg != 0) return;
-    Loader::template load_q<T>(p, sh, w.row0, w.bh, count, tid);
+    const Load load{p, sh, tid};
+    load.q(w, count);
     for (int j = w.j0; j < w.j1 && j < w.j0 + Sh::kStages; ++j) {
-      Loader::template load_k<T>(p, sh, slot0 + j - w.j0, j, w.bh, tid);
-      Loader::template load_v<T>(p, sh, slot0 + j - w.j0, j, w.bh, tid);
+      load.k(Sh::State::at(slot0 + j - w.j0), j, w.bh);
+      load.v(Sh::State::at(slot0 + j - w.j0), j, w.bh);
     }
     __syncwarp();
   }
-  template <class T, class Loader, class Sh, class P>  // key tile j (before `end`) into the stage tile j - kStages left
+  template <class T, class Load, class Sh, class P>  // key tile j (before `end`) into the stage tile j - kStages left
   __device__ __forceinline__ static void refill_k(const P& p, const Sh& sh, int slot, int j,
                                                   int end, int bh, int wg, int tid) {
-    if (wg == 0 && j < end) Loader::template load_k<T>(p, sh, slot, j, bh, tid);
+    if (wg == 0 && j < end) Load{p, sh, tid}.k(Sh::State::at(slot), j, bh);
     __syncwarp();
   }
-  template <class T, class Loader, class Sh, class P>
+  template <class T, class Load, class Sh, class P>
   __device__ __forceinline__ static void refill_v(const P& p, const Sh& sh, int slot, int j,
                                                   int end, int bh, int wg, int tid) {
-    if (wg == 0 && j < end) Loader::template load_v<T>(p, sh, slot, j, bh, tid);
+    if (wg == 0 && j < end) Load{p, sh, tid}.v(Sh::State::at(slot), j, bh);
     __syncwarp();
   }
 };
