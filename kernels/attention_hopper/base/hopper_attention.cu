@@ -158,20 +158,13 @@ struct Consumer {
     fence_registers(s);
     fence_registers(o);
   }
-  // A stage released (with the last K, Q too: the next query tile may load; a release needs
-  // the stage's barriers only, not its phase), roles without a producer refill it with tile
-  // j + kStages. j counts from the work's first key tile.
+  // A stage released; with the last K, Q too (the next query tile may load; a release needs
+  // the stage's barriers only, not its phase).
   __device__ __forceinline__ void release_k(int j) {
     release(sh.k_stage(at(j)));
     if (j == n_tiles - 1) release(sh.q_stage({}));
-    Roles::template refill_k<T, Producer<T>>(p, sh, slot0 + j + Sh::kStages, j0 + j + Sh::kStages,
-                                             j0 + n_tiles, bh, wg, tid);
   }
-  __device__ __forceinline__ void release_v(int j) {
-    release(sh.v_stage(at(j)));
-    Roles::template refill_v<T, Producer<T>>(p, sh, slot0 + j + Sh::kStages, j0 + j + Sh::kStages,
-                                             j0 + n_tiles, bh, wg, tid);
-  }
+  __device__ __forceinline__ void release_v(int j) { release(sh.v_stage(at(j))); }
 
   __device__ __forceinline__ void softmax(int j) {
     const int col0 = (j0 + j) * T::kBlockN;
@@ -279,10 +272,10 @@ __global__ void __launch_bounds__(Roles::template threads<T>(), 1) hopper_attent
   } else {
     Roles::template consumer_registers<Registers>();
     const int cwg = wg - Roles::kProducers;
+    using C = typename Roles::template Consumer<Consumer<T, kCausal>, Producer<T>>;  // as the roles have it
     for (Work w = Schedule::template first<T, kCausal>(q); w.t < tiles;
          w = Schedule::template next<T, kCausal>(w, q), ++count) {
-      Roles::template prefetch<T, Producer<T>>(p, sh, w, slot, count, cwg, tid);
-      Consumer<T, kCausal> c(p, sh, cwg, tid, w, slot, count);
+      C c(p, sh, cwg, tid, w, slot, count);
       MainLoop::run(c, w.j1 - w.j0);
       if (w.j0 > 0) {                       // the tile's last keys: the block before stores it
         c.leave_partial();
