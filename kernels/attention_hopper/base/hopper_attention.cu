@@ -18,6 +18,7 @@
 #include "../attention/base/ablate_attention.h"  // the C ABI both attention kernels share
 #include "../attention/base/abi_args.cuh"
 #include "base/tile.cuh"
+#include "base/pipeline.cuh"
 #include "base/layout.cuh"
 #include "base/tma.cuh"
 #include "base/gemm.cuh"
@@ -81,6 +82,32 @@ struct Params {
 template <class T>
 using Plan = SmemPlan<T, Pipeline::template stages<T::kHeadDim>()>;
 
+// The producer's steps: Q of the block's query tile numbered `count`, and K or V of key tile j
+// into the K/V rings' stage at `at`, each a fill (base/loader.cuh) with the loader seam's
+// copies by the loader's threads (the first kArrivals; the others pass). The producer
+// warpgroup takes them in turn; roles without one take them in a consumer.
+template <class T>
+struct Producer {
+  using Sh = Shared<T, Plan<T>>;
+  const Params& p;
+  const Sh& sh;
+  const int tid;
+  __device__ __forceinline__ bool copies() const { return tid < Loader::kArrivals; }
+  __device__ __forceinline__ void q(const Work& w, int count) const {
+    if (copies())
+      fill<Loader, T, T::kBlockM, 1>(sh.q_stage(PipelineState<1>::at(count)),
+                                     {&p.tm_q, p.q, p.seq_len}, w.row0, w.bh, tid);
+  }
+  __device__ __forceinline__ void k(typename Sh::State at, int j, int bh) const {
+    if (copies())
+      fill<Loader, T, T::kBlockN, T::kBlockN>(sh.k_stage(at), {&p.tm_k, p.k, p.seq_len}, j, bh, tid);
+  }
+  __device__ __forceinline__ void v(typename Sh::State at, int j, int bh) const {
+    if (copies())
+      fill<Loader, T, T::kBlockN, T::kBlockN>(sh.v_stage(at), {&p.tm_v, p.v, p.seq_len}, j, bh, tid);
+  }
+};
+
 // One consumer warpgroup on one query tile: 64 query rows against the key tiles of the block's
 // work (all of them, unless the tile is split between two blocks), one method per stage.
 template <class T, bool kCausal>
@@ -90,24 +117,24 @@ struct Consumer {
   const Sh& sh;
   const int wg, tid, row0;         // warpgroup 0 or 1; thread in it; its first query row
   const int bh, j0, n_tiles;       // its (batch, head); its first key tile, and how many
-  const int slot0;                 // key tiles through the ring before this query tile's
+  const int slot0;                 // key tiles through the K/V rings before the work's
   float s[T::kBlockN / 2];         // scores of the newest key tile, then its probabilities
   uint32_t pf[T::kBlockN / 4];     // those probabilities as FP16 A fragments
   float o[T::kHeadDim / 2];        // the output accumulator
   OnlineSoftmax stats;
 
-  __device__ Consumer(const Params& p_, const Sh& sh_, int wg_, int tid_, const Work& w, int slot0_,
-                      int count)
+  __device__ Consumer(const Params& p_, const Sh& sh_, int wg_, int tid_, const Work& w,
+                      int slot0_, int count)
       : p(p_), sh(sh_), wg(wg_), tid(tid_), row0(w.row0 + 64 * wg_), bh(w.bh), j0(w.j0),
         n_tiles(w.j1 - w.j0), slot0(slot0_) {
 #pragma unroll
     for (int i = 0; i < T::kHeadDim / 2; ++i) o[i] = 0.f;
     Turns::start(wg);
-    mbar_wait(sh.q_full(), count & 1);
+    wait_full(sh.q_stage(PipelineState<1>::at(count)));
   }
 
-  __device__ __forceinline__ int stage(int j) const { return (slot0 + j) % Sh::kStages; }
-  __device__ __forceinline__ uint32_t phase(int j) const { return ((slot0 + j) / Sh::kStages) & 1; }
+  // The K/V rings' position of key tile j, counted from the work's first.
+  __device__ __forceinline__ typename Sh::State at(int j) const { return Sh::State::at(slot0 + j); }
 
   __device__ __forceinline__ void take_turn() { Turns::take_turn(wg); }
   __device__ __forceinline__ void pass_turn(bool last) { Turns::pass_turn(wg, last); }
@@ -115,13 +142,15 @@ struct Consumer {
   __device__ __forceinline__ uint8_t* rows(uint8_t* tile) const {
     return tile + T::Layout::template offset<T::kBlockM>(64 * wg, 0);
   }
+  // Key tile j (counted from the work's first) from its stage, once it is in. (The tile's
+  // address is taken after the wait: taken before, the SASS differs.)
   __device__ __forceinline__ void issue_qk(int j) {
-    mbar_wait(sh.k_full(stage(j)), phase(j));
-    Mma::template qk<T>(s, rows(sh.q()), sh.k(stage(j)));
+    wait_full(sh.k_stage(at(j)));
+    Mma::template qk<T>(s, rows(sh.q()), sh.k_stage(at(j)).data);
   }
   __device__ __forceinline__ void issue_pv(int j) {
-    mbar_wait(sh.v_full(stage(j)), phase(j));
-    Mma::template pv<T>(o, pf, sh.v(stage(j)));
+    wait_full(sh.v_stage(at(j)));
+    Mma::template pv<T>(o, pf, sh.v_stage(at(j)).data);
   }
   template <int kPending>
   __device__ __forceinline__ void wait() {
@@ -129,19 +158,13 @@ struct Consumer {
     fence_registers(s);
     fence_registers(o);
   }
-  // A stage released (with the last K, Q too: the next query tile may load), roles without
-  // a producer refill it with tile j + kStages. j counts from the work's first key tile.
+  // A stage released; with the last K, Q too (the next query tile may load; a release needs
+  // the stage's barriers only, not its phase).
   __device__ __forceinline__ void release_k(int j) {
-    mbar_arrive(sh.k_empty(stage(j)));
-    if (j == n_tiles - 1) mbar_arrive(sh.q_empty());
-    Roles::template refill_k<T, Loader>(p, sh, slot0 + j + Sh::kStages, j0 + j + Sh::kStages,
-                                        j0 + n_tiles, bh, wg, tid);
+    release(sh.k_stage(at(j)));
+    if (j == n_tiles - 1) release(sh.q_stage({}));
   }
-  __device__ __forceinline__ void release_v(int j) {
-    mbar_arrive(sh.v_empty(stage(j)));
-    Roles::template refill_v<T, Loader>(p, sh, slot0 + j + Sh::kStages, j0 + j + Sh::kStages,
-                                        j0 + n_tiles, bh, wg, tid);
-  }
+  __device__ __forceinline__ void release_v(int j) { release(sh.v_stage(at(j))); }
 
   __device__ __forceinline__ void softmax(int j) {
     const int col0 = (j0 + j) * T::kBlockN;
@@ -230,26 +253,29 @@ __global__ void __launch_bounds__(Roles::template threads<T>(), 1) hopper_attent
   __syncthreads();
 
   // Every warpgroup walks the block's work in the same order; `slot` counts the key tiles that
-  // have gone through the ring, `count` the works (each loads its query tile's Q once).
+  // have gone through the K/V rings, `count` the works (each loads its query tile's Q once):
+  // the rings' positions (base/pipeline.cuh).
+  using State = typename Shared<T, Plan<T>>::State;
   const QueryTiles q{m_tiles, tiles, p.seq_len};
   int slot = 0, count = 0;
   if (Roles::producer(wg)) {
     Registers::producer();
+    const Producer<T> load{p, sh, tid};
     for (Work w = Schedule::template first<T, kCausal>(q); w.t < tiles;
          w = Schedule::template next<T, kCausal>(w, q), ++count) {
-      Loader::template load_q<T>(p, sh, w.row0, w.bh, count, tid);
+      load.q(w, count);
       for (int j = w.j0; j < w.j1; ++j, ++slot) {
-        Loader::template load_k<T>(p, sh, slot, j, w.bh, tid);
-        Loader::template load_v<T>(p, sh, slot, j, w.bh, tid);
+        load.k(State::at(slot), j, w.bh);
+        load.v(State::at(slot), j, w.bh);
       }
     }
   } else {
     Roles::template consumer_registers<Registers>();
     const int cwg = wg - Roles::kProducers;
+    using C = typename Roles::template Consumer<Consumer<T, kCausal>, Producer<T>>;  // as the roles have it
     for (Work w = Schedule::template first<T, kCausal>(q); w.t < tiles;
          w = Schedule::template next<T, kCausal>(w, q), ++count) {
-      Roles::template prefetch<T, Loader>(p, sh, w, slot, count, cwg, tid);
-      Consumer<T, kCausal> c(p, sh, cwg, tid, w, slot, count);
+      C c(p, sh, cwg, tid, w, slot, count);
       MainLoop::run(c, w.j1 - w.j0);
       if (w.j0 > 0) {                       // the tile's last keys: the block before stores it
         c.leave_partial();

@@ -1,45 +1,41 @@
-// The copy engine as loader: one thread (`tid` 0 of the warpgroup that loads) has TMA bring
-// Q in once per query tile and K, V tile by tile into the ring, each stage waited empty
-// before it is refilled; the copies of one tile are the layout's (T::Layout::load,
-// base/layout.cuh). `slot` counts the key tiles that went through the ring before this one,
-// over all of the block's query tiles; `j` is the key tile's index in its head.
+// The producer's step on one stage of a ring, whichever the loader: wait for the stage empty,
+// have the loader move the tile in, mark the stage full (base/pipeline.cuh). The loader only
+// moves bytes; it says how many of the producer's threads copy (each arrives once on full)
+// and whether its copies complete the full barrier themselves.
 #pragma once
+#include <cuda_fp16.h>
+#include "base/pipeline.cuh"
 #include "base/tma.cuh"
 
+// A (B*H, S, D) tensor as either kind of loader reads it: the layout's tensor map for the
+// copy engine, the data itself for thread copies.
+struct Source {
+  const CUtensorMap* map;
+  const half* data;
+  int seq_len;
+};
+
+// kRows rows of the tensor from row i * kStride of head `bh` into stage `s`, by each of the
+// loader's threads: Q gives its first row (kStride 1), K and V their key tile's index
+// (kStride kRows), multiplied once the stage is empty, as the loaders did before (multiplied
+// ahead of the wait, no_warp_specialization's SASS differs).
+template <class Loader, class T, int kRows, int kStride>
+__device__ __forceinline__ void fill(const Stage& s, const Source& src, int i, int bh, int tid) {
+  wait_empty(s);
+  if (Loader::kCopyEngine) arrive_full(s, kRows * T::kHeadDim * 2);
+  Loader::template copy<T, kRows>(s, src, i * kStride, bh, tid);
+  if (!Loader::kCopyEngine) arrive_full(s);
+}
+
+// The copy engine as loader: one thread (`tid` 0 of the warpgroup that loads) has TMA bring
+// the tile in, with the layout's copies (T::Layout::load, base/layout.cuh), which complete
+// the stage's full barrier as their bytes land.
 struct TmaLoader {
-  static constexpr int kArrivals = 1;  // arrivals that fill a stage (with its bytes)
-
-  // The query tile numbered `count` of the block, once the previous one's Q is released.
-  template <class T, class Sh, class P>
-  __device__ __forceinline__ static void load_q(const P& p, const Sh& sh, int row0, int bh,
-                                                int count, int tid) {
-    if (tid != 0) return;
-    mbar_wait(sh.q_empty(), (count & 1) ^ 1);
-    mbar_expect_bytes(sh.q_full(), T::kQBytes);
-    T::Layout::template load<T, T::kBlockM>(sh.q(), &p.tm_q, sh.q_full(), row0, bh);
-  }
-  template <class T, class Sh, class P>
-  __device__ __forceinline__ static void load_k(const P& p, const Sh& sh, int slot, int j, int bh,
-                                                int tid) {
-    const int st = slot % Sh::kStages;
-    if (tid == 0)
-      load_stage<T, Sh>(sh.k(st), &p.tm_k, sh.k_full(st), sh.k_empty(st), slot, j, bh);
-  }
-  template <class T, class Sh, class P>
-  __device__ __forceinline__ static void load_v(const P& p, const Sh& sh, int slot, int j, int bh,
-                                                int tid) {
-    const int st = slot % Sh::kStages;
-    if (tid == 0)
-      load_stage<T, Sh>(sh.v(st), &p.tm_v, sh.v_full(st), sh.v_empty(st), slot, j, bh);
-  }
-
-  // One K or V tile into its stage, once the tile kStages before it has left.
-  template <class T, class Sh>
-  __device__ __forceinline__ static void load_stage(uint8_t* dst, const CUtensorMap* map,
-                                                    uint64_t* full, uint64_t* empty, int slot,
-                                                    int j, int bh) {
-    mbar_wait(empty, ((slot / Sh::kStages) & 1) ^ 1);
-    mbar_expect_bytes(full, T::kKVBytes);
-    T::Layout::template load<T, T::kBlockN>(dst, map, full, j * T::kBlockN, bh);
+  static constexpr int kArrivals = 1;        // threads that copy and arrive on full
+  static constexpr bool kCopyEngine = true;  // the arrival arms full with the tile's bytes
+  template <class T, int kRows>
+  __device__ __forceinline__ static void copy(const Stage& s, const Source& src, int row0, int bh,
+                                              int) {
+    T::Layout::template load<T, kRows>(s.data, src.map, s.full, row0, bh);
   }
 };

@@ -72,20 +72,16 @@ struct StreamK {
 };
 
 // Warp specialization: warpgroup 0 is the producer (the loader's copies, the producer's
-// registers), warpgroups 1.. are the consumers, which never load. The hooks a role without
-// a producer fills in (prefetch, refill) do nothing here.
+// registers), warpgroups 1.. are the consumers, which never load: their consumer is the
+// kernel's as it is (a role that loads in the consumers wraps it, with the producer's steps).
 struct WarpSpecialized {
   static constexpr int kProducers = 1;  // warpgroups ahead of the consumers
   template <class T> static constexpr int threads() { return 128 * (kProducers + T::kConsumers); }
   __device__ __forceinline__ static bool producer(int wg) { return wg < kProducers; }
   template <class Registers>
   __device__ __forceinline__ static void consumer_registers() { Registers::consumer(); }
-  template <class T, class Loader, class Sh, class P>
-  __device__ __forceinline__ static void prefetch(const P&, const Sh&, const Work&, int, int, int, int) {}
-  template <class T, class Loader, class Sh, class P>
-  __device__ __forceinline__ static void refill_k(const P&, const Sh&, int, int, int, int, int, int) {}
-  template <class T, class Loader, class Sh, class P>
-  __device__ __forceinline__ static void refill_v(const P&, const Sh&, int, int, int, int, int, int) {}
+  template <class C, class Producer>
+  using Consumer = C;
 };
 
 // Warp specialization with registers moved to where the math is: the producer warpgroup

@@ -3,6 +3,7 @@
 // roles seam).
 #pragma once
 #include <cstdint>
+#include "base/pipeline.cuh"
 
 // L: the tiles' shared-memory layout (the swizzle seam, base/layout.cuh), reached by everything
 // templated on the tile as T::Layout.
@@ -71,6 +72,19 @@ struct Shared {
   __device__ __forceinline__ uint64_t* k_empty(int st) const { return bar(1 + 2 * Plan::kStages + st); }
   __device__ __forceinline__ uint64_t* v_empty(int st) const { return bar(1 + 3 * Plan::kStages + st); }
   __device__ __forceinline__ uint64_t* q_empty() const { return bar(1 + 4 * Plan::kStages); }
+
+  // The rings' stages at a position (base/pipeline.cuh): K's and V's, which move together,
+  // and Q's, a ring of one stage whose n-th tile is the block's n-th query tile.
+  using State = PipelineState<kStages>;
+  __device__ __forceinline__ Stage k_stage(State s) const {
+    return {k(s.index), k_full(s.index), k_empty(s.index), s.phase()};
+  }
+  __device__ __forceinline__ Stage v_stage(State s) const {
+    return {v(s.index), v_full(s.index), v_empty(s.index), s.phase()};
+  }
+  __device__ __forceinline__ Stage q_stage(PipelineState<1> s) const {
+    return {q(), q_full(), q_empty(), s.phase()};
+  }
 };
 
 // The K/V ring: how many tiles in flight. D=128: Q and O 2 x 32 KB + 2 x (32 + 32) KB =

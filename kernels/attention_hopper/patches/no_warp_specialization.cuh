@@ -16,29 +16,43 @@ struct ConsumersLoad {
   __device__ __forceinline__ static bool producer(int) { return false; }
   template <class Registers>
   __device__ __forceinline__ static void consumer_registers() {}
-  template <class T, class Loader, class Sh, class P>  // Q and the first kStages K/V tiles
-  __device__ __forceinline__ static void prefetch(const P& p, const Sh& sh, const Work& w,
-                                                  int slot0, int count, int wg, int tid) {
-    if (wg != 0) return;
-    Loader::template load_q<T>(p, sh, w.row0, w.bh, count, tid);
-    for (int j = w.j0; j < w.j1 && j < w.j0 + Sh::kStages; ++j) {
-      Loader::template load_k<T>(p, sh, slot0 + j - w.j0, j, w.bh, tid);
-      Loader::template load_v<T>(p, sh, slot0 + j - w.j0, j, w.bh, tid);
+
+  // The kernel's consumer C, with consumer 0 taking the producer's steps (Load): Q and the
+  // first kStages K/V tiles ahead of C's constructor, which waits for Q; then, after each
+  // release of tile j, tile j + kStages (while there is one) into the stage it left.
+  template <class C, class Load>
+  struct Consumer : C {
+    using Sh = typename C::Sh;
+    using C::p, C::sh, C::wg, C::tid, C::bh, C::j0, C::n_tiles, C::slot0;
+    static constexpr int kStages = Sh::kStages;
+    template <class P>
+    __device__ __forceinline__ Consumer(const P& p, const Sh& sh, int wg, int tid, const Work& w,
+                                        int slot0, int count)
+        : C(first(p, sh, wg, tid, w, slot0, count), sh, wg, tid, w, slot0, count) {}
+    template <class P>  // returns p, for C's constructor
+    __device__ __forceinline__ static const P& first(const P& p, const Sh& sh, int wg, int tid,
+                                                     const Work& w, int slot0, int count) {
+      if (wg != 0) return p;
+      const Load load{p, sh, tid};
+      load.q(w, count);
+      for (int j = w.j0; j < w.j1 && j < w.j0 + kStages; ++j) {
+        load.k(Sh::State::at(slot0 + j - w.j0), j, w.bh);
+        load.v(Sh::State::at(slot0 + j - w.j0), j, w.bh);
+      }
+      __syncwarp();
+      return p;
     }
-    __syncwarp();
-  }
-  template <class T, class Loader, class Sh, class P>  // key tile j (before `end`) into the stage tile j - kStages left
-  __device__ __forceinline__ static void refill_k(const P& p, const Sh& sh, int slot, int j,
-                                                  int end, int bh, int wg, int tid) {
-    if (wg == 0 && j < end) Loader::template load_k<T>(p, sh, slot, j, bh, tid);
-    __syncwarp();
-  }
-  template <class T, class Loader, class Sh, class P>
-  __device__ __forceinline__ static void refill_v(const P& p, const Sh& sh, int slot, int j,
-                                                  int end, int bh, int wg, int tid) {
-    if (wg == 0 && j < end) Loader::template load_v<T>(p, sh, slot, j, bh, tid);
-    __syncwarp();
-  }
+    __device__ __forceinline__ void release_k(int j) { C::release_k(j), refill<false>(j); }
+    __device__ __forceinline__ void release_v(int j) { C::release_v(j), refill<true>(j); }
+    template <bool kV>
+    __device__ __forceinline__ void refill(int j) const {
+      const int slot = slot0 + j + kStages, jn = j0 + j + kStages;
+      const Load load{p, sh, tid};
+      if (wg == 0 && jn < j0 + n_tiles)
+        kV ? load.v(Sh::State::at(slot), jn, bh) : load.k(Sh::State::at(slot), jn, bh);
+      __syncwarp();
+    }
+  };
 };
 #define ABLATE_SEAM_ROLES ConsumersLoad
 #endif
