@@ -1,5 +1,5 @@
 """Eight jobs logging at the same moment, as a parallel launcher's jobs do: through an MLflow
-server over the sqlite store (ablate/server.py) every run is found in that store, with its
+server over the sqlite store (ablate/sweep/server.py) every run is found in that store, with its
 result; and straight into the sqlite file, a write that loses the race for its lock is still
 kept (a run, or its result in unlogged/), never lost."""
 import json

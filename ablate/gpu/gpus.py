@@ -1,6 +1,6 @@
 """Which GPUs this host has, and which one a job times on.
 
-A job times base, variant and peers on one GPU, in its GPU child (ablate/worker.py). When
+A job times base, variant and peers on one GPU, in its GPU child (ablate/gpu/worker.py). When
 several jobs run at once (a parallel launcher: conf/hydra/launcher/gpus.yaml runs as many
 as the host has GPUs), each must have a GPU to itself, or their timings would disturb each
 other. So a job claims a GPU for the time of its GPU work: an exclusive lock on a file named

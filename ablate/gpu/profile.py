@@ -47,7 +47,7 @@ log = logging.getLogger("ablate")
 
 TIME = "gpu__time_duration.sum"
 DRAM_BYTES = "dram__bytes.sum"
-# Percent of ncu's peak per unit: the speed-of-light table (ablate/roofline.py).
+# Percent of ncu's peak per unit: the speed-of-light table (ablate/report/roofline.py).
 SOL = {
     "tensor pipe": "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
     "DRAM": "dram__throughput.avg.pct_of_peak_sustained_elapsed",

@@ -306,7 +306,7 @@ def gpu_job(spec):
     name, value, unit = peaks.peak(kspec.BOUND, device.index)
     rate = "gbps" if kspec.BOUND == "memory" else "tflops"
     metrics[name] = value
-    if bench.get("profile"):  # the roofline (ablate/roofline.py) stands under both ceilings
+    if bench.get("profile"):  # the roofline (ablate/report/roofline.py) stands under both ceilings
         both = peaks.measured(device.index)
         metrics.update(peak_gbps=both["copy_gbps"], peak_tflops=both["matmul_tflops"])
     for who in ("base", "variant"):

@@ -1,9 +1,9 @@
 """Counter rules: the hardware mechanism a pathology names, stated as predictions on Nsight
 Compute metrics and held against the counters of one launch of the base and one of the
-variant (ablate/profile.py reads them).
+variant (ablate/gpu/profile.py reads them).
 
 A pathology's yaml declares them under `counters:`, in the fingerprint's style
-(ablate/fingerprint.py), plus ratios against the base:
+(ablate/job/fingerprint.py), plus ratios against the base:
 
     counters:
       when: {causal: true}           # optional: the shapes the rules apply to (a field's value,

@@ -7,7 +7,7 @@ module reads it back:
 
 - **Estimates** (`stats.combine`, `interaction`): every quantity is a sum of the jobs' log
   slowdowns, log I(a,b) = log r_ab - log r_a - log r_b, and each job's log slowdown is the
-  mean of its replicates' log ratios (ablate/stats.py). The jobs are independent runs, so the
+  mean of its replicates' log ratios (ablate/gpu/stats.py). The jobs are independent runs, so the
   variance of the sum is the sum of the variances, and its interval Student's t with
   Welch-Satterthwaite degrees of freedom: the same two-stage estimate as a job's own
   interval, which holds across runs where a bootstrap over one run's samples does not
@@ -36,7 +36,7 @@ BASE = "none"
 
 def replicate_logs(samples_json):
     """A job's replicate log ratios, log(median variant / median base) of each replicate, from
-    its samples.json artifact (ablate/worker.py: {"replicates": [{candidate: samples}]})."""
+    its samples.json artifact (ablate/gpu/worker.py: {"replicates": [{candidate: samples}]})."""
     reps = json.loads(samples_json)["replicates"] if isinstance(samples_json, str) else samples_json["replicates"]
     return np.log(replicate_ratios([r["base"] for r in reps], [r["variant"] for r in reps]))
 

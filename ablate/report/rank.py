@@ -322,7 +322,7 @@ def ranking_view(ranked, details=False):
 
 def counter_views(ranked):
     """[(title, table)] of the profiled jobs (bench.profile=true): each mechanism confirmed or
-    refuted by its counters (ablate/counters.py), and the speed of light (ablate/roofline.py)."""
+    refuted by its counters (ablate/job/counters.py), and the speed of light (ablate/report/roofline.py)."""
     out = []
     rows = counters.mechanism_rows(ranked)
     if rows:

@@ -5,7 +5,7 @@
   the job's `base_tflops` / `variant_tflops`) against arithmetic intensity, FLOPs per DRAM
   byte that ncu counted in one launch with the caches flushed (`ncu.<who>.dram__bytes.sum`),
   under the GPU's measured ceilings (`peak_tflops`: FP16 matmul; `peak_gbps`: the copy;
-  ablate/peaks.py). A pathology that moves a point left wastes DRAM bytes; down, time.
+  ablate/gpu/peaks.py). A pathology that moves a point left wastes DRAM bytes; down, time.
 - Speed of light: percent of ncu's peak of the tensor pipe, DRAM, L2, shared memory and the
   issue slots (profile.SOL), per variant, base first.
 Input is rank.py's ranked table (one row per job, metrics as columns).

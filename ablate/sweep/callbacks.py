@@ -1,7 +1,7 @@
 """Hydra callback of a multirun: build every variant of the sweep in parallel before the first
 job runs, open (then close) the sweep's parent MLflow run, draw the progress line, start an
 MLflow server when jobs log at the same time, and end the GPU child its jobs shared
-(ablate/worker.py).
+(ablate/gpu/worker.py).
 
 Registered in conf/config.yaml under `hydra.callbacks`. on_multirun_start and
 on_multirun_end run in the launching process; on_job_start and on_job_end wherever the job
@@ -88,7 +88,7 @@ class SweepSetup(Callback):
 
     def _serve_store(self, config, launcher):
         """Jobs in several processes log through one MLflow server, never into the sqlite file
-        at once (ablate/server.py); a store that is a server already is used as it is."""
+        at once (ablate/sweep/server.py); a store that is a server already is used as it is."""
         from ablate.sweep import server, tracking
 
         uri = tracking.tracking_uri(config)

@@ -5,7 +5,7 @@ one process. Jobs that run in parallel (a launcher of several processes, conf/hy
 would each open the file and race for its lock ("database is locked"); instead they log
 through one server process, which alone writes the file. So:
 
-- the sweep's callback (ablate/callbacks.py) starts one for the sweep, over the same sqlite
+- the sweep's callback (ablate/sweep/callbacks.py) starts one for the sweep, over the same sqlite
   file and artifact folder, when its launcher runs jobs in other processes and the store is
   a sqlite file, and points MLFLOW_TRACKING_URI at it for the jobs;
 - `ablate server` (`make server`) starts one by hand, in the foreground, e.g. for a cluster's

@@ -4,7 +4,7 @@
     python -m ablate.tools.new_kernel my_kernel ~/kernels    # ~/kernels/my_kernel/, then
     python -m ablate -m kernel=my_kernel kernel_path=[~/kernels] 'pathology=glob(*)'
 
-The plugin (the layout of ablate/plugins.py) holds an elementwise kernel, out = a * x + y in
+The plugin (the layout of ablate/job/plugins.py) holds an elementwise kernel, out = a * x + y in
 FP32 with 16-byte loads, one pathology (scalar_loads: 4-byte loads) and one shape, from the
 templates in ablate/scaffold/ with @NAME@ replaced. It refuses to overwrite anything.
 """

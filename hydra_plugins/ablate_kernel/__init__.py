@@ -1,6 +1,6 @@
 """Hydra search-path plugin: the chosen kernel's own configs join Hydra's config search path.
 
-ablate/plugins.py resolves `kernel=NAME` to its plugin folder before Hydra starts and sets
+ablate/job/plugins.py resolves `kernel=NAME` to its plugin folder before Hydra starts and sets
 ABLATE_KERNEL_CONF to that folder's conf/ (its kernel/, pathology/ and shape/ groups). A
 search-path plugin, not `hydra.searchpath`, because Hydra's glob() sweeps list a group's
 options from the search path that plugins build, not from `hydra.searchpath`.

@@ -1,6 +1,6 @@
 """The attention kernel's spec: O = softmax(scale * Q K^T [+ causal mask]) V, FP16 (B, H, S, D).
 
-Everything ablate knows of this kernel is here (ablate/plugins.py lists what a spec
+Everything ablate knows of this kernel is here (ablate/job/plugins.py lists what a spec
 defines): its shape fields, inputs, float32 reference, C ABI (base/ablate_attention.h), work
 model and peers (PyTorch SDPA pinned to each backend). torch is imported inside the
 functions that need it, so static mode and the sanitizer's driver run without it.

@@ -1,7 +1,7 @@
 """The RMSNorm kernel's spec: y = x / sqrt(mean(x^2) + eps) * w over each row of x.
 
 x and y are (rows, hidden) row-major, w is (hidden,), all FP16 or all BF16; the statistics
-are FP32. Everything ablate knows of this kernel is here (ablate/plugins.py lists what a
+are FP32. Everything ablate knows of this kernel is here (ablate/job/plugins.py lists what a
 spec defines): its shape fields, inputs, float32 reference, C ABI (base/ablate_rmsnorm.h),
 work model and peers (torch.nn.functional.rms_norm, eagerly and under torch.compile). torch
 is imported inside the functions that need it.
