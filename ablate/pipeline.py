@@ -36,12 +36,14 @@ def run_job(job) -> Result:
     artifacts = {"ptxas.log": var.log, "variant_info.json": json.dumps(info, indent=1)}
     params["build_cached"] = var.cached
     params["mode"] = effective_mode(job.mode, job.plugin)
-    out = static_job(job, base, var) if params["mode"] == "static" else gpu_job(job, base, var, info)
+    out = static_job(job, base, var, info) if params["mode"] == "static" else gpu_job(job, base, var, info)
     return out.add(params, artifacts=artifacts)
 
 
-def static_job(job, base, var) -> Result:
-    """Static metrics of the variant and its fingerprint checked against the base."""
+def static_job(job, base, var, info) -> Result:
+    """Static metrics of the variant, its fingerprint checked against the base, and the seams
+    its library reports changed held to those its patches replace."""
+    from ablate.build.library import Kernel
     from ablate.build.static import static_metrics
     from ablate.job import fingerprint
 
@@ -49,8 +51,23 @@ def static_job(job, base, var) -> Result:
     metrics = static_metrics(var, job.plugin.spec, sass_report=var_sass)
     base_metrics = static_metrics(base, job.plugin.spec, sass_report=base_sass)
     problems = fingerprint.check(job.variant, metrics, base_metrics, var_sass["text"], base_sass["text"])
+    problems += seam_problems(job.variant, Kernel(base.lib).info(), info)
     metrics["fingerprint_ok"] = int(not problems)
     return Result("static", metrics=metrics, error="; ".join(problems) or None)
+
+
+def seam_problems(variant, base_info, variant_info) -> list[str]:
+    """Where the seams the compiled library reports changed (its variant info against the
+    base's) are not those the variant's pathologies replace: a line naming both."""
+    from ablate.build.seams import changed
+
+    found = changed(base_info, variant_info)
+    said = set(variant.seams.values())
+    if found is None or found == said:
+        return []
+    owners = ", ".join(f"{n}: {s}" for n, s in variant.seams.items()) or "none"
+    return [f"the library reports the seams {sorted(found) or 'none'} changed against the base, but the "
+            f"pathologies replace {sorted(said) or 'none'} ({owners})"]
 
 
 def gpu_job(job, base, var, info) -> Result:

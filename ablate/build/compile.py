@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ablate.build import ptxas
+from ablate.build import ptxas, seams
 from ablate.paths import INCLUDE  # ablate's headers, on every include path
 
 ARCH_RE = re.compile(r"^sm_(\d+a?)$")
@@ -114,9 +114,10 @@ def _plan(variants, build_cfg, kernel, root: Path) -> tuple[str, dict]:
     arch = target_arch(str(build_cfg.arch), kernel)
     version = nvcc_version(str(build_cfg.nvcc))
     sources = _kernel_sources(kernel)
+    seams_h = seams.write_header(kernel, _build_dir(build_cfg, root))  # ABLATE_SEAMS_JSON, from the base's declarations
     edges = {}
     for variant in variants:
-        command = compile_command(variant, build_cfg, kernel, arch, root)
+        command = compile_command(variant, build_cfg, kernel, arch, root, seams_h)
         digest = _digest(command, version, sources, variant.headers, root)
         edges.setdefault(digest, (variant, command))
     return arch, edges
@@ -126,7 +127,7 @@ def _build_dir(build_cfg, root: Path) -> Path:
     return (root / str(build_cfg.dir)).resolve()
 
 
-def compile_command(variant, build_cfg, kernel, arch: str, root) -> list[str]:
+def compile_command(variant, build_cfg, kernel, arch: str, root, seams_header=None) -> list[str]:
     """nvcc's arguments for `variant`, paths relative to the project root `root` where they
     lie inside it (absolute otherwise), without the output and depfile arguments (those are
     added per build)."""
@@ -135,6 +136,8 @@ def compile_command(variant, build_cfg, kernel, arch: str, root) -> list[str]:
     command = [str(build_cfg.nvcc), *flags, "-shared", "-Xcompiler", "-fPIC", "-Xptxas", "-v",
                "-gencode", f"arch=compute_{number},code=sm_{number}"]
     command += [f"-I{_shown(kernel.dir, root)}", f"-I{_shown(INCLUDE, root)}"]
+    if seams_header is not None:  # first: the patches and the base may use ABLATE_SEAMS_JSON
+        command += ["-include", _shown(seams_header, root)]
     for header in variant.headers:
         command += ["-include", header]
     command += [f"-D{name}={value}" for name, value in variant.macros.items()]

@@ -6,6 +6,13 @@
 #define ABLATE_STR(...) #__VA_ARGS__
 #define ABLATE_XSTR(...) ABLATE_STR(__VA_ARGS__)  // a macro's expansion, as a string literal
 
+// The variant info's "seams" object, {"seam": "the type it names", ...}: ablate writes it
+// from the seams the base declares (#ifndef ABLATE_SEAM_X, ablate/build/seams.py) and
+// force-includes it in every build. Built by hand, outside ablate, there is none.
+#ifndef ABLATE_SEAMS_JSON
+#define ABLATE_SEAMS_JSON "{}"
+#endif
+
 namespace ablate {
 
 // The pathology names ablate passes as -DABLATE_PATHOLOGIES=a+b, as a JSON list: call it as

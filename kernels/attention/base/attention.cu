@@ -212,13 +212,7 @@ static std::string config_json() {
 extern "C" const char* ablate_variant_info(void) {
   static const std::string info =
       "{\"pathologies\": " + ablate::names_json(ABLATE_XSTR(ABLATE_PATHOLOGIES)) +
-      ", \"seams\": {\"tile\": \"" ABLATE_XSTR(ABLATE_SEAM_TILE) "\", \"smem_layout\": \"" ABLATE_XSTR(
-          ABLATE_SEAM_SMEM_LAYOUT) "\", \"gmem_load\": \"" ABLATE_XSTR(ABLATE_SEAM_GMEM_LOAD)
-      "\", \"pipeline\": \"" ABLATE_XSTR(ABLATE_SEAM_PIPELINE) "\", \"score_acc\": \"" ABLATE_XSTR(
-          ABLATE_SEAM_SCORE_ACC) "\", \"schedule\": \"" ABLATE_XSTR(ABLATE_SEAM_SCHEDULE)
-      "\", \"key_range\": \"" ABLATE_XSTR(ABLATE_SEAM_KEY_RANGE) "\", \"barrier\": \"" ABLATE_XSTR(ABLATE_SEAM_BARRIER) "\", \"kv_source\": \"" ABLATE_XSTR(
-          ABLATE_SEAM_KV_SOURCE) "\", \"qk_loop\": \"" ABLATE_XSTR(ABLATE_SEAM_QK_LOOP)
-      "\", \"softmax\": \"" ABLATE_XSTR(ABLATE_SEAM_SOFTMAX) "\"}, \"configs\": [" +
+      ", \"seams\": " ABLATE_SEAMS_JSON ", \"configs\": [" +
       config_json<64>() + ", " + config_json<128>() + "]}";
   return info.c_str();
 }

@@ -353,11 +353,7 @@ static std::string config_json() {
 extern "C" const char* ablate_variant_info(void) {
   static const std::string info =
       "{\"pathologies\": " + ablate::names_json(ABLATE_XSTR(ABLATE_PATHOLOGIES)) +
-      ", \"seams\": {\"schedule\": \"" ABLATE_XSTR(ABLATE_SEAM_SCHEDULE) "\", \"loader\": \"" ABLATE_XSTR(ABLATE_SEAM_LOADER) "\", \"mma\": \"" ABLATE_XSTR(
-          ABLATE_SEAM_MMA) "\", \"roles\": \"" ABLATE_XSTR(ABLATE_SEAM_ROLES) "\", \"registers\": \"" ABLATE_XSTR(ABLATE_SEAM_REGISTERS)
-      "\", \"turns\": \"" ABLATE_XSTR(ABLATE_SEAM_TURNS) "\", \"mainloop\": \"" ABLATE_XSTR(
-          ABLATE_SEAM_MAINLOOP) "\", \"pipeline\": \"" ABLATE_XSTR(ABLATE_SEAM_PIPELINE)
-      "\", \"swizzle\": \"" ABLATE_XSTR(ABLATE_SEAM_SWIZZLE) "\"}, \"configs\": [" +
+      ", \"seams\": " ABLATE_SEAMS_JSON ", \"configs\": [" +
       config_json<64>() + ", " + config_json<128>() + "]}";
   return info.c_str();
 }

@@ -200,12 +200,7 @@ static std::string configs_json() {
 
 extern "C" const char* ablate_variant_info(void) {
   static const std::string info =
-      "{\"pathologies\": " + ablate::names_json(ABLATE_XSTR(ABLATE_PATHOLOGIES)) + ", \"seams\": {"
-      "\"vector\": \"" ABLATE_XSTR(ABLATE_SEAM_VECTOR) "\", "
-      "\"access\": \"" ABLATE_XSTR(ABLATE_SEAM_ACCESS) "\", "
-      "\"reduce\": \"" ABLATE_XSTR(ABLATE_SEAM_REDUCE) "\", "
-      "\"residency\": \"" ABLATE_XSTR(ABLATE_SEAM_RESIDENCY) "\", "
-      "\"launch\": \"" ABLATE_XSTR(ABLATE_SEAM_LAUNCH) "\", "
-      "\"math\": \"" ABLATE_XSTR(ABLATE_SEAM_MATH) "\"}, \"configs\": " + configs_json() + "}";
+      "{\"pathologies\": " + ablate::names_json(ABLATE_XSTR(ABLATE_PATHOLOGIES)) + ", \"seams\": " ABLATE_SEAMS_JSON
+      ", \"configs\": " + configs_json() + "}";
   return info.c_str();
 }
