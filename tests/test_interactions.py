@@ -268,4 +268,4 @@ def test_make_rank_reports_interactions_inversion_and_shapley(store, monkeypatch
 
 def test_a_sweep_without_pairs_has_no_interactions_section(store, monkeypatch, tmp_path):
     ranked = pd.DataFrame({"pathology": ["none", "no_swizzle"], "shape": ["s512", "s512"], "run_id": ["x", "y"]})
-    assert ia.report(ranked, tmp_path) is None
+    assert ia.report(ranked, tmp_path, {}, {}) is None

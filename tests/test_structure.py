@@ -93,3 +93,9 @@ def test_a_variant_is_made_from_config_in_one_place():
                 calls.setdefault(name, {})[module_of(path)] = n
     assert calls["variant_from_cfg"] == {"ablate.job.job": 1}
     assert calls["load_dir"] == {"ablate.job.job": 1, "ablate.job.plugins": 1}
+
+
+def test_rank_is_the_reports_only_reader_of_the_store():
+    """Reports read MLflow in one place (report/rank.py) and hand the rest what it read."""
+    readers = sorted(module_of(p) for p in (PACKAGE / "report").glob("*.py") if "mlflow" in p.read_text())
+    assert readers == ["ablate.report.rank"], readers

@@ -24,7 +24,6 @@ module reads it back:
 import itertools
 import json
 import math
-import re
 
 import numpy as np
 
@@ -138,32 +137,6 @@ def evaluate(coefficients, values):
     return sum(c * values[s] for s, c in coefficients.items())
 
 
-# ---- reading a sweep back -----------------------------------------------------------------
-
-def read_logs(run_ids):
-    """{run_id: replicate log ratios} from each job's samples.json artifact; a job without one
-    (logged before replicates, or its artifact lost) is left out."""
-    from mlflow import MlflowClient
-    from mlflow.artifacts import load_text
-
-    client = MlflowClient()
-    out = {}
-    for run_id in run_ids:
-        try:
-            out[run_id] = replicate_logs(load_text(f"{client.get_run(run_id).info.artifact_uri}/samples.json"))
-        except Exception:
-            continue
-    return out
-
-
-def read_params(run_ids, names=("pathologies", "seams", "min_effect")):
-    """{run_id: {param: value}} of the jobs (what load_jobs does not carry)."""
-    from mlflow import MlflowClient
-
-    client = MlflowClient()
-    return {r: {k: client.get_run(r).data.params.get(k) for k in names} for r in run_ids}
-
-
 def analyse(jobs, logs, seams, min_effect):
     """The interactions of one shape. `jobs`: {variant: run_id} (variant = tuple of names),
     `logs`: {run_id: replicate log ratios}, `seams`: {name: seam}. Returns a dict of
@@ -248,19 +221,19 @@ def interaction_jobs(ranked):
     return False
 
 
-def report(ranked, out, sweep_run_id=None):
+def report(ranked, out, params, logs):
     """Interactions, inversion and Shapley of a ranked sweep (rank.ranking's table), or None
-    when it has no pairs. Returns (text sections, markdown sections, files written) and
-    writes interactions.csv, inversion.csv, interactions.md and plots/interactions_<shape>.png
-    into `out`, and a summary run into MLflow (once per sweep)."""
+    when it has no pairs. `params`: {run_id: {pathologies, seams, min_effect}}, `logs`:
+    {run_id: replicate log ratios}, as rank reads them from the store (the only reader).
+    Returns (text sections, markdown sections, files written, results per shape) and writes
+    interactions.csv, inversion.csv, interactions.md and plots/interactions_<shape>.png into
+    `out`; rank hands the results to tracking for the sweep's summary run."""
     import pandas as pd
 
     from ablate.report import plots
 
     if ranked.empty or not interaction_jobs(ranked):
         return None
-    params = read_params(list(ranked["run_id"]))
-    logs = read_logs(list(ranked["run_id"]))
     seams, margins = {}, set()
     for run_id, p in params.items():
         names, where = (p["pathologies"] or "").split(","), (p["seams"] or "").split(",")
@@ -329,19 +302,15 @@ def report(ranked, out, sweep_run_id=None):
     pd.DataFrame(inv_rows).to_csv(out / "inversion.csv", index=False)
     (out / "interactions.md").write_text("# ablate interactions\n\n" + "\n\n".join(md) + "\n")
     written = [out / "interactions.csv", out / "inversion.csv", out / "interactions.md", *written]
-    if sweep_run_id:
-        note = log_summary(sweep_run_id, results, written, len(ranked))
-        if note:
-            text.append(note)
-    return text, ["## Interactions", *md], written
+    return text, ["## Interactions", *md], written, results
 
 
 def _default_min_effect():
     from omegaconf import OmegaConf
 
-    from ablate.sweep.tracking import ROOT
+    from ablate.paths import CONF
 
-    return float(OmegaConf.load(ROOT / "conf" / "bench" / "default.yaml").min_effect)
+    return float(OmegaConf.load(CONF / "bench" / "default.yaml").min_effect)
 
 
 def _shapley_numbers(shapley, name):
@@ -378,51 +347,3 @@ def _markdown(df):
     from ablate.report.plots import markdown
 
     return markdown(df)
-
-
-def log_summary(sweep_run_id, results, files, n_jobs):
-    """A summary run in the sweep's experiment (tags kind=interactions, sweep_run), with each
-    interaction, Shapley value and everything-off slowdown as metrics and the tables and
-    figures as artifacts. Once per sweep and job count: a run is only ever added. Returns a
-    line saying where, or None."""
-    from mlflow import MlflowClient
-    from mlflow.entities import Metric
-
-    client = MlflowClient()
-    try:
-        parent = client.get_run(sweep_run_id)
-        exp = parent.info.experiment_id
-        found = client.search_runs([exp], f"tags.kind = 'interactions' and tags.sweep_run = '{sweep_run_id}' "
-                                          f"and tags.jobs = '{n_jobs}'")
-        if found:
-            return f"MLflow: this sweep's interactions are in run {found[0].info.run_id}"
-        sid = parent.data.tags.get("sweep_id", sweep_run_id)
-        run = client.create_run(exp, run_name=f"interactions {sid}",
-                                tags={"kind": "interactions", "sweep_run": sweep_run_id, "sweep_id": sid,
-                                      "jobs": str(n_jobs), "shapley_method": SHAPLEY_METHOD})
-        rid, now, metrics = run.info.run_id, 0, []
-        for shape, res in results.items():
-            key = lambda *parts: "/".join(re.sub(r"[^A-Za-z0-9_.-]", "_", str(p)) for p in parts)  # noqa: E731
-            for r in res["pairs"]:
-                for k, v in (("I", r["I"]), ("I_lo", r["lo"]), ("I_hi", r["hi"]), ("I_significant", r["significant"])):
-                    metrics.append(Metric(key(k, shape, r["a"], r["b"]), float(v), now, 0))
-            if res["inversion"]:
-                t = res["inversion"]["total"]
-                metrics += [Metric(key("all_off", shape), t["value"], now, 0),
-                            Metric(key("all_off_lo", shape), t["lo"], now, 0),
-                            Metric(key("all_off_hi", shape), t["hi"], now, 0)]
-                for r in res["inversion"]["rows"]:
-                    if "present" in r:
-                        metrics.append(Metric(key("added_back_speedup", shape, r["optimization"]), r["present"], now, 0))
-            if res["shapley"] and "phi" in res["shapley"]:
-                for name, p in res["shapley"]["phi"].items():
-                    metrics.append(Metric(key("shapley", shape, name), p["value"], now, 0))
-                metrics.append(Metric(key("shapley_residual", shape), res["shapley"]["residual"]["value"], now, 0))
-        for i in range(0, len(metrics), 500):
-            client.log_batch(rid, metrics=metrics[i:i + 500])
-        for f in files:
-            client.log_artifact(rid, str(f))
-        client.set_terminated(rid, "FINISHED")
-        return f"MLflow: interactions logged as run {rid} (interactions {sid})"
-    except Exception as e:  # the tables are written already; the store is the extra copy
-        return f"MLflow: could not log the interactions summary: {e}"

@@ -31,6 +31,7 @@ from ablate.job import counters
 from ablate.report import interactions, plots, roofline
 from ablate.gpu.stats import overlap
 from ablate.report.plots import markdown
+from ablate.sweep import tracking
 from ablate.sweep.tracking import ROOT, sqlite_path, tracking_uri
 
 STATIC = ["regs", "smem_bytes", "spill_bytes", "threads_per_block", "occupancy_blocks", "occupancy_warps"]
@@ -100,13 +101,45 @@ def rank(sweep=None, experiment=None, out=None, kernel=None):
     db = sqlite_path(uri)
     out = Path(out) if out else (db.resolve().parent if db is not None else ROOT / "runs")
     # A sweep of pairs (hydra/sweeper=interactions): interactions, inversion, Shapley.
-    found = interactions.report(ranked, out, sweep_run_id(jobs))
+    found = None
+    if not ranked.empty and interactions.interaction_jobs(ranked):
+        run_ids = list(ranked["run_id"])
+        found = interactions.report(ranked, out, read_params(run_ids), read_logs(run_ids))
     if found:
         sections += found[0]
         md += found[1]
+        if parent := sweep_run_id(jobs):  # the sweep's summary run, once per sweep
+            note = tracking.log_interactions(parent, found[3], found[2], len(ranked), interactions.SHAPLEY_METHOD)
+            if note:
+                sections.append(note)
     written = write(out, jobs, ranked, titles, md) + (found[2] if found else [])
     sections.append("Wrote " + ", ".join(str(p) for p in written))
     return "\n\n".join(sections)
+
+
+def read_logs(run_ids):
+    """{run_id: replicate log ratios} from each job's samples.json artifact; a job without one
+    (logged before replicates, or its artifact lost) is left out."""
+    from mlflow import MlflowClient
+    from mlflow.artifacts import load_text
+
+    client = MlflowClient()
+    out = {}
+    for run_id in run_ids:
+        try:
+            out[run_id] = interactions.replicate_logs(load_text(f"{client.get_run(run_id).info.artifact_uri}/samples.json"))
+        except Exception:
+            continue
+    return out
+
+
+def read_params(run_ids, names=("pathologies", "seams", "min_effect")):
+    """{run_id: {param: value}} of the jobs (what load_jobs does not carry)."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient()
+    return {r: {k: client.get_run(r).data.params.get(k) for k in names} for r in run_ids}
+
 
 
 def sweep_run_id(jobs):

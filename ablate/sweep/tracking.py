@@ -346,3 +346,50 @@ def _report(cfg, result, name, problems, run_id=None):
         kept = f"; could not save it either ({e}): {json.dumps(result.to_dict(), default=str)}"
     where = f"run {run_id}" if run_id else "no run created"
     log.error("MLflow: logging job %s had problems (%s): %s%s", name, where, "; ".join(problems), kept)
+
+
+def log_interactions(sweep_run_id, results, files, n_jobs, method):
+    """A summary run in the sweep's experiment (tags kind=interactions, sweep_run), with each
+    interaction, Shapley value and everything-off slowdown as metrics and the tables and
+    figures as artifacts. Once per sweep and job count: a run is only ever added. Returns a
+    line saying where, or None."""
+    from mlflow.entities import Metric
+
+    client = MlflowClient()
+    try:
+        parent = client.get_run(sweep_run_id)
+        exp = parent.info.experiment_id
+        found = client.search_runs([exp], f"tags.kind = 'interactions' and tags.sweep_run = '{sweep_run_id}' "
+                                          f"and tags.jobs = '{n_jobs}'")
+        if found:
+            return f"MLflow: this sweep's interactions are in run {found[0].info.run_id}"
+        sid = parent.data.tags.get("sweep_id", sweep_run_id)
+        run = client.create_run(exp, run_name=f"interactions {sid}",
+                                tags={"kind": "interactions", "sweep_run": sweep_run_id, "sweep_id": sid,
+                                      "jobs": str(n_jobs), "shapley_method": method})
+        rid, now, metrics = run.info.run_id, 0, []
+        for shape, res in results.items():
+            key = lambda *parts: "/".join(re.sub(r"[^A-Za-z0-9_.-]", "_", str(p)) for p in parts)  # noqa: E731
+            for r in res["pairs"]:
+                for k, v in (("I", r["I"]), ("I_lo", r["lo"]), ("I_hi", r["hi"]), ("I_significant", r["significant"])):
+                    metrics.append(Metric(key(k, shape, r["a"], r["b"]), float(v), now, 0))
+            if res["inversion"]:
+                t = res["inversion"]["total"]
+                metrics += [Metric(key("all_off", shape), t["value"], now, 0),
+                            Metric(key("all_off_lo", shape), t["lo"], now, 0),
+                            Metric(key("all_off_hi", shape), t["hi"], now, 0)]
+                for r in res["inversion"]["rows"]:
+                    if "present" in r:
+                        metrics.append(Metric(key("added_back_speedup", shape, r["optimization"]), r["present"], now, 0))
+            if res["shapley"] and "phi" in res["shapley"]:
+                for name, p in res["shapley"]["phi"].items():
+                    metrics.append(Metric(key("shapley", shape, name), p["value"], now, 0))
+                metrics.append(Metric(key("shapley_residual", shape), res["shapley"]["residual"]["value"], now, 0))
+        for i in range(0, len(metrics), 500):
+            client.log_batch(rid, metrics=metrics[i:i + 500])
+        for f in files:
+            client.log_artifact(rid, str(f))
+        client.set_terminated(rid, "FINISHED")
+        return f"MLflow: interactions logged as run {rid} (interactions {sid})"
+    except Exception as e:  # the tables are written already; the store is the extra copy
+        return f"MLflow: could not log the interactions summary: {e}"
