@@ -228,14 +228,13 @@ def _replicates(kspec, base, variant, shape, bench, spec, n_sets, device):
             reused = True
         sets = timing.make_inputs(kspec, shape, n_sets, bench["seed"] + 1 + i, device)
         held.append(sets)
-        candidates = {"base": timing.kernel_launcher(base, sets, shape),
-                      "variant": timing.kernel_launcher(variant, sets, shape, spec.get("launches", 1))}
-        peers, why = timing.peer_launchers(kspec, sets, shape, [p for p in spec["peers"] if p not in skipped])
+        candidates, why, optional = timing.candidates(
+            kspec, sets, shape, {"base": (base, 1), "variant": (variant, spec.get("launches", 1))},
+            [p for p in spec["peers"] if p not in skipped])
         skipped.update(why)
-        candidates.update(peers)
         order = rng.permutation(list(candidates))
         samples, counts, dropped = timing.measure({n: candidates[n] for n in order}, n_sets, bench,
-                                                  optional=list(peers))
+                                                  optional=optional)
         skipped.update(dropped)
         launches.update(counts)
         return samples
@@ -290,6 +289,9 @@ def gpu_job(spec):
     after = gpu_state.read(uuid, device.index)
 
     pooled = {name: np.concatenate([r[name] for r in reps if name in r]) for name in reps[0]}
+    restores = pooled.pop(timing.RESTORE, None)
+    if restores is not None:  # what each launch's inout restore adds to base and variant alike
+        metrics[f"{timing.RESTORE}_us"] = float(np.median(restores))
     for name, times in pooled.items():
         metrics.update(_stat_metrics(name, times, kspec, shape))
     # peer_us: the first peer of the job's list that ran, the reference of record.

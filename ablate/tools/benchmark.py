@@ -109,6 +109,7 @@ def build_base(job):
 def time_shape(kernel, shape, bench, peers):
     """Samples (us per launch) of the base and each peer on one shape, plus notes on peers
     that could not run it."""
+    import numpy as np
     import torch
     from ablate.gpu import timing
 
@@ -117,15 +118,16 @@ def time_shape(kernel, shape, bench, peers):
     # As ablate.gpu.worker does: the check used seed, the timing seed + 1.
     n_sets = timing.input_set_count(bench.l2, l2, spec.bytes_moved(shape))
     sets = timing.make_inputs(spec, shape, n_sets, bench.seed + 1, "cuda")
-    candidates = {"base": timing.kernel_launcher(kernel, sets, shape)}
-    launchers, skipped = timing.peer_launchers(spec, sets, shape, peers)
-    candidates.update(launchers)
-    samples, launches, dropped = timing.measure(candidates, n_sets, bench, optional=list(launchers))
+    candidates, skipped, optional = timing.candidates(spec, sets, shape, {"base": (kernel, 1)}, peers)
+    samples, launches, dropped = timing.measure(candidates, n_sets, bench, optional=optional)
     notes = [f"peer {p} skipped: {why}" for p, why in skipped.items()]
+    if timing.RESTORE in samples:
+        notes.append(f"every launch restores the inout tensors {', '.join(spec.INOUTS)}, "
+                     f"{float(np.median(samples.pop(timing.RESTORE))):.2f} us of each candidate's time")
     notes += [f"{name} dropped: {why}" for name, why in dropped.items()]
     notes.append(f"{n_sets} input set(s) rotated; launches per sample: "
                  + ", ".join(f"{name} {n}" for name, n in launches.items()))
-    del sets, candidates, launchers
+    del sets, candidates
     torch.cuda.empty_cache()
     return samples, notes
 
