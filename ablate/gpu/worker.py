@@ -269,7 +269,8 @@ def gpu_job(spec):
     before = gpu_state.read(uuid, device.index)
     base, variant = (_kernel(plugin, spec[k]) for k in ("base_so", "variant_so"))
     params = {"gpu": props.name, "gpu_uuid": _uuid_text(uuid), "torch": torch.__version__, "cuda": torch.version.cuda,
-              "driver": before.get("driver", "unavailable"), "bound": kspec.BOUND}
+              "driver": before.get("driver", "unavailable"), "bound": kspec.BOUND,
+              "work": kspec.WORK, "inouts": ",".join(kspec.INOUTS) or "none"}
     artifacts = {}
 
     # The gate: both must be right before either is timed (the base too: a slowdown against
@@ -304,15 +305,18 @@ def gpu_job(spec):
     estimate["slowdown_half_width"] = estimate.pop("half_width")
     metrics.update(estimate, timing_s=timed["seconds"])
     params.update({"stop_reason": timed["stop_reason"], "replicate_inputs": "reused" if timed["reused"] else "fresh"})
-    # The fraction of the GPU's measured ceiling that applies to this kernel (peaks.py).
-    name, value, unit = peaks.peak(kspec.BOUND, device.index)
-    rate = "gbps" if kspec.BOUND == "memory" else "tflops"
-    metrics[name] = value
-    if bench.get("profile"):  # the roofline (ablate/report/roofline.py) stands under both ceilings
-        both = peaks.measured(device.index)
-        metrics.update(peak_gbps=both["copy_gbps"], peak_tflops=both["matmul_tflops"])
-    for who in ("base", "variant"):
-        metrics[f"{who}_peak_fraction"] = metrics[f"{who}_{rate}"] / value
+    # The fraction of the GPU's measured ceiling of the kernel's kind of work (peaks.py).
+    name, value, unit = peaks.peak(kspec.WORK, device.index)
+    rate = "gbps" if name == "peak_gbps" else "tflops"
+    if bench.get("profile"):  # the roofline (ablate/report/roofline.py) stands under two ceilings
+        params["roof"] = peaks.roof_of(kspec.WORK)
+        metrics.update(peak_gbps=peaks.ceiling("memory", device.index),
+                       peak_tflops=peaks.ceiling(params["roof"], device.index))
+    if value:  # None: a kind of work this GPU lacks (FP8 before compute capability 8.9)
+        metrics[name] = value
+        for who in ("base", "variant"):
+            if f"{who}_{rate}" in metrics:
+                metrics[f"{who}_peak_fraction"] = metrics[f"{who}_{rate}"] / value
     for when, state in (("before", before), ("after", after)):
         m, p = _state_record(when, state)
         metrics.update(m)
