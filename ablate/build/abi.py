@@ -111,7 +111,7 @@ def parse_params(symbol: str, text: str, where: str = "") -> tuple[Param, ...]:
     if text in ("", "void"):
         return ()
     params = []
-    for i, raw in enumerate(_split_top(text)):
+    for i, raw in enumerate(split_top(text)):
         decl = raw.split("=", 1)[0].strip()  # a C++ default argument
         if "&" in decl or "..." in decl:
             raise AbiError(f"{symbol}: parameter {i + 1} `{raw.strip()}` ({where}): references and "
@@ -140,12 +140,12 @@ def parse_params(symbol: str, text: str, where: str = "") -> tuple[Param, ...]:
     return tuple(params)
 
 
-def _split_top(text):
-    """Split at the commas outside parentheses, brackets and template angles."""
+def split_top(text, opening="([<", closing=")]>"):
+    """Split at the commas outside parentheses, brackets and (by default) template angles."""
     parts, depth, start = [], 0, 0
     for i, c in enumerate(text):
-        depth += c in "([<"
-        depth -= c in ")]>"
+        depth += c in opening
+        depth -= c in closing
         if c == "," and depth == 0:
             parts.append(text[start:i])
             start = i + 1

@@ -25,6 +25,8 @@ or functions of the shape. Nothing here imports torch at module level.
 import math
 from dataclasses import dataclass
 
+from ablate.build.abi import split_top
+
 ROLES = ("in", "out", "inout")
 # The kinds of work a kernel's speed can be held to: the GPU's measured ceiling of each
 # (ablate/gpu/peaks.py). `compute` in a BOUND means fp16_tensor.
@@ -121,7 +123,7 @@ def tensors_of(declared) -> dict[str, Tensor]:
         if role not in ROLES:
             raise SpecError(f"TENSORS[{name!r}]: role must be one of {list(ROLES)}, got {role!r}")
         if isinstance(dims, str):
-            dims = tuple(d.strip() for d in _split(dims))
+            dims = tuple(d.strip() for d in split_top(dims, "([", ")]") if d.strip())
         elif isinstance(dims, (int, float)) or callable(dims):
             dims = (dims,)
         init = init or ("empty" if role == "out" else "randn")
@@ -134,17 +136,6 @@ def tensors_of(declared) -> dict[str, Tensor]:
                             "function (shape, generator, device) -> tensor)")
         out[name] = Tensor(name, role, tuple(dims), dtype, init)
     return out
-
-
-def _split(text):
-    parts, depth, start = [], 0, 0
-    for i, c in enumerate(text):
-        depth += c in "(["
-        depth -= c in ")]"
-        if c == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    return [p for p in [*parts, text[start:]] if p.strip()]
 
 
 # ---- the shape: SHAPE's fields checked --------------------------------------------------------
