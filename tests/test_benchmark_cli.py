@@ -37,7 +37,7 @@ def test_a_shape_the_spec_rejects_is_refused_with_its_message(tmp_path):
     (tmp_path / "conf" / "shape" / "odd.yaml").write_text(
         "batch: 1\nheads: 1\nseq: 64\nhead_dim: 96\ncausal: false\n")
     odd = plugins.Plugin("attention", tmp_path, ATTENTION.spec)
-    with pytest.raises(SystemExit, match=r"odd\.yaml: shape: head_dim=96 is not built"):
+    with pytest.raises(SystemExit, match=r"odd\.yaml: shape: head_dim must be one of \[64, 128\], got 96"):
         benchmark.load_shapes(odd, ["odd"])
 
 
@@ -78,7 +78,7 @@ def test_markdown_marks_a_missing_peer():
     rows = rows_of({"base": [10.0], "sdpa_flash": [8.0]})
     text = benchmark.markdown(ATTENTION, rows, {"s512": S512}, PEERS, ["### header"], ["cudnn skipped: why"])
     lines = text.splitlines()
-    assert "| time / sdpa_flash | time / sdpa_cudnn |" in text and "| of matmul |" in text
+    assert "| time / sdpa_flash | time / sdpa_cudnn |" in text and "| of fp16_tensor |" in text
     base_row = next(line for line in lines if "| base |" in line)
     assert "B=4 H=8 S=512 D=64" in base_row
     assert base_row.rstrip().endswith("| 1.250 | n/a |")

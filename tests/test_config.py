@@ -115,10 +115,10 @@ def run_app(tmp_path, *args):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["shape.head_dim=96"], "ablate: shape: head_dim=96 is not built; the attention kernel has [64, 128]"),
+        (["shape.head_dim=96"], "ablate: shape: head_dim must be one of [64, 128], got 96"),
         (["shape.seq=0"], "ablate: shape: seq must be >= 1"),
         (["shape=s4k", "shape.batch=-2"], "ablate: shape: batch must be >= 1"),
-        (["kernel=rmsnorm", "shape.hidden=100"], "ablate: shape: hidden must be a multiple of 8"),
+        (["kernel=rmsnorm", "shape.hidden=100"], "ablate: shape: hidden must be an integer from 8 to 16384, a multiple of 8"),
         (["kernel=rmsnorm", "shape.dtype=fp8"], "ablate: shape: dtype must be one of ['fp16', 'bf16']"),
         (["bench.l2=hot"], "ablate: bench.l2 must be cold or warm, got 'hot'"),
         (["bench.peers=[sdpa_flash,fast]"],
@@ -127,7 +127,7 @@ def run_app(tmp_path, *args):
          "ablate: bench.peers: unknown ['sdpa_flash']; the rmsnorm kernel's peers are ['torch_eager', "),
         (["mode=fast"], "ablate: mode must be one of ['gpu', 'static'], got 'fast'"),
         (["bench.min_effect=2"], "ablate: bench.min_effect must be a number in [0, 1), got 2"),
-        (["-m", "pathology=glob(*)", "shape.head_dim=96"], "ablate: shape: head_dim=96 is not built"),
+        (["-m", "pathology=glob(*)", "shape.head_dim=96"], "ablate: shape: head_dim must be one of [64, 128]"),
         (["kernel=nope"], "ablate: unknown kernel 'nope'"),
         (["-m", "kernel=attention,rmsnorm"], "ablate: kernel=attention,rmsnorm: one kernel per run"),
         (["kernel=rmsnorm", "pathology=no_swizzle"],

@@ -283,19 +283,89 @@ def test_roofline_figure_and_speed_of_light_table(tmp_path):
 
 # ---- the GPU's ceilings, cached per GPU ---------------------------------------------------------
 
-def test_peaks_are_measured_once_per_gpu_and_cached_with_their_command(tmp_path, monkeypatch):
+def fake_gpu(tmp_path, monkeypatch):
+    """peaks on a made-up GPU: every measurement recorded in the returned list."""
     calls = []
     monkeypatch.setattr(peaks, "CACHE", tmp_path)
     monkeypatch.setattr(peaks, "_uuid", lambda d: ("GPU-1234", "Some GPU"))
     monkeypatch.setattr(peaks, "copy_gbps", lambda d: calls.append("copy") or 3000.0)
     monkeypatch.setattr(peaks, "copies", lambda d: {"kernel": 3000.0})
-    monkeypatch.setattr(peaks, "matmul_tflops", lambda d: calls.append("mm") or 600.0)
+
+    def matmul(d, kind="fp16_tensor"):
+        calls.append(kind)
+        if kind == "fp8_tensor":
+            raise RuntimeError("no FP8 tensor cores (compute capability < 8.9)")
+        return {"fp16_tensor": 600.0, "bf16_tensor": 610.0, "tf32": 300.0, "fp32_fma": 50.0}[kind]
+    monkeypatch.setattr(peaks, "matmul_tflops", matmul)
+    monkeypatch.setattr(peaks, "_measured", {})
     pytest.importorskip("torch")
-    peaks.measured.cache_clear()
+    return calls
+
+
+def test_peaks_are_measured_once_per_gpu_and_cached_with_their_command(tmp_path, monkeypatch):
+    calls = fake_gpu(tmp_path, monkeypatch)
     first = peaks.measured(0)
-    peaks.measured.cache_clear()
+    peaks._measured.clear()
     again = peaks.measured(0)
-    assert calls == ["copy", "mm"] and first == again
+    assert calls == ["copy", "fp16_tensor"] and first == again
     saved = json.loads((tmp_path / "GPU-1234.json").read_text())
     assert saved["copy_gbps"] == 3000.0 and saved["matmul_tflops"] == 600.0 and saved["command"] and saved["date"]
-    peaks.measured.cache_clear()
+
+
+def test_each_kind_of_work_has_its_own_ceiling_measured_when_first_needed(tmp_path, monkeypatch):
+    calls = fake_gpu(tmp_path, monkeypatch)
+    # a cache written before the kinds of work: its two ceilings stand, the others are added
+    (tmp_path / "GPU-1234.json").write_text(json.dumps({"gpu": "Some GPU", "copy_gbps": 2900.0,
+                                                         "matmul_tflops": 590.0, "date": "then"}))
+    assert peaks.peak("memory") == ("peak_gbps", 2900.0, "GB/s")
+    assert peaks.peak("compute") == peaks.peak("fp16_tensor") == ("peak_tflops", 590.0, "TFLOP/s")
+    assert calls == []
+    assert peaks.peak("fp32_fma") == ("peak_tflops", 50.0, "TFLOP/s")
+    assert peaks.peak("tf32")[1] == 300.0 and peaks.peak("bf16_tensor")[1] == 610.0
+    assert peaks.peak("fp8_tensor") == ("peak_tflops", None, "TFLOP/s")  # this GPU has none
+    assert peaks.peak("fp8_tensor")[1] is None and calls == ["fp32_fma", "tf32", "bf16_tensor", "fp8_tensor"]
+    saved = json.loads((tmp_path / "GPU-1234.json").read_text())
+    assert saved["fp32_fma_tflops"] == 50.0 and saved["copy_gbps"] == 2900.0
+    assert saved["fp8_tensor_tflops"] is None and "compute capability" in saved["fp8_tensor_error"]
+    assert set(saved["measured"]) == {"fp32_fma_tflops", "tf32_tflops", "bf16_tensor_tflops", "fp8_tensor_tflops"}
+    assert peaks.roof_of("memory") == "fp32_fma" and peaks.roof_of("compute") == "fp16_tensor"
+    with pytest.raises(ValueError, match="unknown kind of work 'fp64'"):
+        peaks.peak("fp64")
+    calls.clear()
+    peaks.main(["0"])  # measures every kind again
+    assert calls == ["copy", "fp32_fma", "tf32", "fp16_tensor", "bf16_tensor", "fp8_tensor"]
+    assert json.loads((tmp_path / "GPU-1234.json").read_text())["command"] == "python -m ablate.gpu.peaks 0"
+
+
+def test_the_kinds_of_work_are_the_thin_specs():
+    from ablate.job import thin
+
+    assert peaks.KINDS == thin.WORKS and set(peaks.KEYS) == set(peaks.WHAT) == set(thin.WORKS)
+
+
+def test_the_roofline_names_its_compute_roof(tmp_path, monkeypatch):
+    import matplotlib.axes
+
+    labels, real = [], matplotlib.axes.Axes.plot
+
+    def plot(self, *args, **kwargs):
+        labels.append(kwargs.get("label"))
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot", plot)
+    assert roofline.figure(_ranked().assign(roof="fp32_fma"), "s", tmp_path / "r.png")
+    assert roofline.figure(_ranked(), "s", tmp_path / "old.png")  # jobs logged before: FP16
+    assert labels == ["measured ceilings: 3000 GB/s copy, 600 TFLOP/s FP32 matmul, TF32 off (SGEMM)",
+                      "measured ceilings: 3000 GB/s copy, 600 TFLOP/s FP16 matmul"]
+
+@pytest.mark.gpu
+def test_every_kind_of_work_is_measured_on_the_gpu():
+    import torch
+
+    rates = {k: peaks.matmul_tflops(0, k) for k in peaks.KINDS if k not in ("memory", "fp8_tensor")}
+    assert 0 < rates["fp32_fma"] < rates["tf32"] < rates["fp16_tensor"], rates
+    assert 0.8 < rates["bf16_tensor"] / rates["fp16_tensor"] < 1.25, rates
+    if torch.cuda.get_device_capability(0) >= (8, 9):
+        assert peaks.matmul_tflops(0, "fp8_tensor") > 1.3 * rates["fp16_tensor"], rates
+    else:
+        with pytest.raises(RuntimeError, match="no FP8"):
+            peaks.matmul_tflops(0, "fp8_tensor")

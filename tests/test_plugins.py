@@ -62,12 +62,12 @@ def test_a_plugin_outside_the_project_is_found_by_env_and_by_config(tmp_path, mo
      r"spec.py failed to import: ModuleNotFoundError: No module named 'no_such_module'"),
     (lambda f: (f / "spec.py").write_text("SOURCE = 'base/rmsnorm.cu'\n"),
      r"spec.py does not define: SYMBOL \(the C function .*\); ARGTYPES"),
-    (lambda f: (f / "spec.py").write_text((f / "spec.py").read_text().replace('BOUND = "memory"', 'BOUND = "io"')),
-     r"spec.BOUND must be one of \['memory', 'compute'\], got 'io'"),
+    (lambda f: (f / "spec.py").write_text((f / "spec.py").read_text().replace('WORK = "memory"', 'WORK = "io"')),
+     r"spec.WORK must be one of \['memory', 'fp32_fma', 'tf32', 'fp16_tensor', 'bf16_tensor', 'fp8_tensor'\], got 'io'"),
     (lambda f: (f / "spec.py").write_text((f / "spec.py").read_text().replace('"base/rmsnorm.cu"', '"base/gone.cu"')),
      r"spec.SOURCE 'base/gone.cu' is not a file"),
     (lambda f: [p.unlink() for p in (f / "conf" / "shape").glob("*.yaml")], r"has no shape"),
-], ids=["no_spec", "no_shapes", "no_kernel_yaml", "spec_import_error", "spec_incomplete", "bad_bound",
+], ids=["no_spec", "no_shapes", "no_kernel_yaml", "spec_import_error", "spec_incomplete", "bad_work",
         "no_source", "empty_shapes"])
 def test_a_broken_plugin_is_named_with_what_is_missing(tmp_path, breakage, message):
     folder = copy_of("rmsnorm", tmp_path)

@@ -94,3 +94,23 @@ def test_a_scaffolded_plugin_sweeps_on_a_gpu(tmp_path):
         m = r.data.metrics
         assert m["base_gbps"] > 100 and 0 < m["base_peak_fraction"] < 1.2 and m["torch_us"] > 0
     shutil.rmtree(tmp_path / "build")
+
+
+def test_the_scaffolds_spec_is_thin(tmp_path):
+    """About 40 lines and nothing that is not about the kernel: no ctypes list (the ABI is the
+    prototype's), no make_inputs, arguments, OUTPUTS or bytes_moved (the tensors' declarations)."""
+    import ctypes
+
+    from ablate.job import plugins
+
+    assert new_kernel.main(["my_axpy", str(tmp_path)]) == 0
+    text = (tmp_path / "my_axpy" / "spec.py").read_text()
+    assert len(text.splitlines()) <= 42
+    for written in ("ctypes", "ARGTYPES", "def arguments", "def make_inputs", "OUTPUTS", "def bytes_moved",
+                    "def validate_shape", "BOUND"):
+        assert written not in text, written
+    spec = plugins.load_dir(tmp_path / "my_axpy").spec
+    assert spec.ARGTYPES == [ctypes.c_void_p] * 3 + [ctypes.c_longlong, ctypes.c_float, ctypes.c_void_p]
+    shape = spec.validate_shape({"n": 1001, "a": 0.5})
+    assert spec.arguments({"x": 16, "y": 32, "out": 48}, shape, 5) == (16, 32, 48, 1001, 0.5, 5)
+    assert spec.OUTPUTS == ("out",) and spec.bytes_moved(shape) == 3 * 4 * 1001 and spec.flops(shape) == 2002

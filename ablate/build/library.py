@@ -2,8 +2,9 @@
 
 Every kernel library exports `const char* ablate_variant_info(void)` (JSON: the pathologies,
 seams and configs compiled in, made without any CUDA call) and the kernel's own function,
-whose name and ctypes signature its spec gives (spec.SYMBOL, spec.ARGTYPES; it returns a
-cudaError_t as int). Importing this module needs no torch: `info()` works on a machine
+whose name and ctypes signature its spec gives (spec.SYMBOL, spec.ARGTYPES: a thin spec's
+are read from the function's prototype, ablate/build/abi.py; it returns a cudaError_t as
+int, or nothing: a void launcher's errors then surface at the next synchronization). Importing this module needs no torch: `info()` works on a machine
 without a GPU, and a call imports torch only for the current stream.
 """
 import ctypes
@@ -70,7 +71,7 @@ class Kernel:
         self.spec = spec
         if spec is not None:
             self._fn = getattr(self._lib, spec.SYMBOL)
-            self._fn.restype = ctypes.c_int
+            self._fn.restype = getattr(spec, "RESTYPE", ctypes.c_int)
             self._fn.argtypes = list(spec.ARGTYPES)
 
     def info(self):
@@ -79,7 +80,7 @@ class Kernel:
 
     def launch(self, pointers, shape, stream=None):
         """Run the kernel on raw device addresses ({name: int}); the cudaError_t it returns."""
-        return self._fn(*self.spec.arguments(pointers, shape, stream))
+        return self._fn(*self.spec.arguments(pointers, shape, stream)) or 0
 
     def __call__(self, tensors, shape):
         """Run the kernel on torch tensors ({name: tensor}, as spec.make_inputs makes them) on

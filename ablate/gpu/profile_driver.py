@@ -12,7 +12,9 @@ runs once untimed (module loading, lazy initialization), then once more between
 cudaProfilerStart and cudaProfilerStop, on a CUDA stream of its own: ncu profiles only
 what runs in that range, and the stream tells the base's launches from the variant's in its
 report (profile.py groups the rows by stream, in launch order). The variant runs
-`launches` times there (a calibration's 2). Nothing is written to stdout but ncu's report.
+`launches` times there (a calibration's 2). A kernel with inout tensors gets, for each launch,
+its own copy of them as made (taken before the range): no launch reads another's output.
+Nothing is written to stdout but ncu's report.
 """
 import json
 import sys
@@ -28,6 +30,7 @@ def main(argv):
 
     from ablate.build.library import Kernel
     from ablate.gpu import timing
+    from ablate.gpu.check import originals
     from ablate.job.job import from_wire
 
     plugin, spec = from_wire(spec)
@@ -36,16 +39,19 @@ def main(argv):
     for who, launches in (("base", 1), ("variant", int(spec.get("launches", 1)))):
         kernel = Kernel(spec[f"{who}_so"], kspec)
         inputs = timing.make_inputs(kspec, shape, 1, spec["seed"] + 1, device)[0]
+        # One set per launch, its inout tensors fresh copies made before the profiled range:
+        # every launch reads the contents as made, and no copy runs between the launches.
+        runs = [{**inputs, **originals(kspec, inputs)} for _ in range(1 + launches)]
         stream = torch.cuda.Stream(device)
         with torch.cuda.stream(stream):
-            kernel(inputs, shape)  # untimed: first-launch costs stay out of the counters
+            kernel(runs[0], shape)  # untimed: first-launch costs stay out of the counters
             stream.synchronize()
             torch.cuda.profiler.start()
-            for _ in range(launches):
-                kernel(inputs, shape)
+            for run in runs[1:]:
+                kernel(run, shape)
             stream.synchronize()
             torch.cuda.profiler.stop()
-        del inputs
+        del inputs, runs
     return 0
 
 

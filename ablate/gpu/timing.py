@@ -11,6 +11,15 @@ its own pair of CUDA events, divided by the launches in it: microseconds per lau
 With `bench.l2 = cold` the input sets together exceed twice the L2 size, and one extra set
 makes sure the set a launch reads was evicted since its last use, whatever came before.
 
+A kernel with `inout` tensors (spec.INOUTS) changes its own input, so every launch of every
+candidate (base, variant and peers alike) is followed, inside the captured graph, by a
+device-to-device copy of its set's inout tensors from a pristine copy taken when the set was
+made: each launch reads what the first one read. The copy is timed with the launch, the
+same copy for every candidate, so it adds the same time to base and variant (their ratio
+moves towards 1 by restore / base time); the restores alone are timed as one more candidate
+(RESTORE) so that a job can say what they cost. After the launch rather than before it, so
+that in cold mode the restored set is evicted again before its next use.
+
 A job repeats that measurement in independent replicates (`replicates`): fresh input
 allocations (the earlier replicates' stay allocated, so the new tensors lie elsewhere in
 memory), fresh graph captures, the candidates in a new random order. It stops once the
@@ -25,6 +34,7 @@ import numpy as np
 
 # A replay longer than this many launches means the kernel is too fast to time sensibly.
 MAX_LAUNCHES = 100_000
+RESTORE = "inout_restore"  # the candidate that is the inout restores alone
 
 
 def input_set_count(l2_mode, l2_bytes, bytes_per_set):
@@ -50,20 +60,40 @@ def first_line(error):
     return text.splitlines()[0] if text else repr(error)
 
 
-def kernel_launcher(kernel, sets, shape, launches=1):
+def restorer(spec, sets):
+    """restore(i): input set i's inout tensors back to their contents as made (one
+    device-to-device copy each, from a pristine copy of each set's taken now); None when the
+    kernel has no inout tensor."""
+    names = tuple(getattr(spec, "INOUTS", ()))
+    if not names:
+        return None
+    pristine = [{name: s[name].clone() for name in names} for s in sets]
+
+    def restore(i):
+        for name in names:
+            sets[i][name].copy_(pristine[i][name])
+    return restore
+
+
+def kernel_launcher(kernel, sets, shape, launches=1, restore=None):
     """launch(i): the kernel on input set i; with `launches` = k > 1 (a calibration's doing),
     on sets k*i, k*i + 1, ..., k*i + k - 1 of the rotation: the kernel then walks the sets in
-    order as the base's launches do, each finding its set evicted since its last use."""
+    order as the base's launches do, each finding its set evicted since its last use. Each
+    launch is followed by `restore` of its set (restorer) when there is one."""
     def launch(i):
         for j in range(launches):
-            kernel(sets[(launches * i + j) % len(sets)], shape)
+            k = (launches * i + j) % len(sets)
+            kernel(sets[k], shape)
+            if restore is not None:
+                restore(k)
     return launch
 
 
-def peer_launchers(spec, sets, shape, names):
-    """({peer: launch}, {peer: why skipped}) for the kernel's peers (spec.PEERS). A peer that
-    cannot run the shape (no kernel for it, a failed compile) is skipped, with its error as
-    the reason: peers are the yardstick, never a reason for the job to fail."""
+def peer_launchers(spec, sets, shape, names, restore=None):
+    """({peer: launch}, {peer: why skipped}) for the kernel's peers (spec.PEERS), each launch
+    followed by `restore` of its set as the kernel's are. A peer that cannot run the shape
+    (no kernel for it, a failed compile) is skipped, with its error as the reason: peers are
+    the yardstick, never a reason for the job to fail."""
     import torch
 
     launchers, skipped = {}, {}
@@ -73,6 +103,8 @@ def peer_launchers(spec, sets, shape, names):
 
             def launch(i, run=run):
                 run(sets[i])
+                if restore is not None:
+                    restore(i)
 
             launch(0)  # one-time work (a torch.compile) stays out of the timing
             torch.cuda.synchronize()
@@ -81,6 +113,21 @@ def peer_launchers(spec, sets, shape, names):
             continue
         launchers[name] = launch
     return launchers, skipped
+
+
+def candidates(spec, sets, shape, kernels, peers=()):
+    """(candidates, skipped, optional): {name: launch} of `kernels` ({name: (Kernel, launches
+    per launch)}) and of the spec's `peers` on the input sets, every launch restoring its
+    set's inout tensors, plus RESTORE (the restores alone) when there are any; {peer: why
+    skipped}; the names whose failure to capture drops them rather than the measurement."""
+    restore = restorer(spec, sets)
+    out = {name: kernel_launcher(kernel, sets, shape, launches, restore)
+           for name, (kernel, launches) in kernels.items()}
+    launchers, skipped = peer_launchers(spec, sets, shape, peers, restore)
+    out.update(launchers)
+    if restore is not None:
+        out[RESTORE] = restore
+    return out, skipped, [*launchers, *([RESTORE] if restore else [])]
 
 
 def _capture(launch, count, n_sets):

@@ -228,14 +228,13 @@ def _replicates(kspec, base, variant, shape, bench, spec, n_sets, device):
             reused = True
         sets = timing.make_inputs(kspec, shape, n_sets, bench["seed"] + 1 + i, device)
         held.append(sets)
-        candidates = {"base": timing.kernel_launcher(base, sets, shape),
-                      "variant": timing.kernel_launcher(variant, sets, shape, spec.get("launches", 1))}
-        peers, why = timing.peer_launchers(kspec, sets, shape, [p for p in spec["peers"] if p not in skipped])
+        candidates, why, optional = timing.candidates(
+            kspec, sets, shape, {"base": (base, 1), "variant": (variant, spec.get("launches", 1))},
+            [p for p in spec["peers"] if p not in skipped])
         skipped.update(why)
-        candidates.update(peers)
         order = rng.permutation(list(candidates))
         samples, counts, dropped = timing.measure({n: candidates[n] for n in order}, n_sets, bench,
-                                                  optional=list(peers))
+                                                  optional=optional)
         skipped.update(dropped)
         launches.update(counts)
         return samples
@@ -270,7 +269,8 @@ def gpu_job(spec):
     before = gpu_state.read(uuid, device.index)
     base, variant = (_kernel(plugin, spec[k]) for k in ("base_so", "variant_so"))
     params = {"gpu": props.name, "gpu_uuid": _uuid_text(uuid), "torch": torch.__version__, "cuda": torch.version.cuda,
-              "driver": before.get("driver", "unavailable"), "bound": kspec.BOUND}
+              "driver": before.get("driver", "unavailable"), "bound": kspec.BOUND,
+              "work": kspec.WORK, "inouts": ",".join(kspec.INOUTS) or "none"}
     artifacts = {}
 
     # The gate: both must be right before either is timed (the base too: a slowdown against
@@ -290,6 +290,9 @@ def gpu_job(spec):
     after = gpu_state.read(uuid, device.index)
 
     pooled = {name: np.concatenate([r[name] for r in reps if name in r]) for name in reps[0]}
+    restores = pooled.pop(timing.RESTORE, None)
+    if restores is not None:  # what each launch's inout restore adds to base and variant alike
+        metrics[f"{timing.RESTORE}_us"] = float(np.median(restores))
     for name, times in pooled.items():
         metrics.update(_stat_metrics(name, times, kspec, shape))
     # peer_us: the first peer of the job's list that ran, the reference of record.
@@ -302,15 +305,18 @@ def gpu_job(spec):
     estimate["slowdown_half_width"] = estimate.pop("half_width")
     metrics.update(estimate, timing_s=timed["seconds"])
     params.update({"stop_reason": timed["stop_reason"], "replicate_inputs": "reused" if timed["reused"] else "fresh"})
-    # The fraction of the GPU's measured ceiling that applies to this kernel (peaks.py).
-    name, value, unit = peaks.peak(kspec.BOUND, device.index)
-    rate = "gbps" if kspec.BOUND == "memory" else "tflops"
-    metrics[name] = value
-    if bench.get("profile"):  # the roofline (ablate/report/roofline.py) stands under both ceilings
-        both = peaks.measured(device.index)
-        metrics.update(peak_gbps=both["copy_gbps"], peak_tflops=both["matmul_tflops"])
-    for who in ("base", "variant"):
-        metrics[f"{who}_peak_fraction"] = metrics[f"{who}_{rate}"] / value
+    # The fraction of the GPU's measured ceiling of the kernel's kind of work (peaks.py).
+    name, value, unit = peaks.peak(kspec.WORK, device.index)
+    rate = "gbps" if name == "peak_gbps" else "tflops"
+    if bench.get("profile"):  # the roofline (ablate/report/roofline.py) stands under two ceilings
+        params["roof"] = peaks.roof_of(kspec.WORK)
+        metrics.update(peak_gbps=peaks.ceiling("memory", device.index),
+                       peak_tflops=peaks.ceiling(params["roof"], device.index))
+    if value:  # None: a kind of work this GPU lacks (FP8 before compute capability 8.9)
+        metrics[name] = value
+        for who in ("base", "variant"):
+            if f"{who}_{rate}" in metrics:
+                metrics[f"{who}_peak_fraction"] = metrics[f"{who}_{rate}"] / value
     for when, state in (("before", before), ("after", after)):
         m, p = _state_record(when, state)
         metrics.update(m)

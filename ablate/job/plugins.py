@@ -4,8 +4,9 @@ A plugin is a folder named after its kernel, the product's layout in small:
 
     <name>/
       spec.py                  what the kernel computes (the only place that knows): shape
-                               fields, inputs, reference and tolerance, the C ABI, the work
-                               model, the peers timed beside it (SPEC below)
+                               fields, tensors with their roles, reference and tolerance, the
+                               work model, the peers timed beside it (SPEC below; a thin spec
+                               leaves out what ablate/job/thin.py derives, the C ABI included)
       base/                    the base's sources (spec.SOURCE names the translation unit;
                                the plugin folder is the include root)
       patches/                 one header per pathology
@@ -29,30 +30,49 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from ablate.job import thin
 from ablate.paths import CONF, KERNELS
 PATH_ENV = "ABLATE_KERNEL_PATH"
 CONF_ENV = "ABLATE_KERNEL_CONF"  # read by hydra_plugins/ablate_kernel
 
-# What spec.py must define, and what each is for. The pipeline reads nothing else of a kernel.
+# What the pipeline reads of a spec, and what each is for. A thin spec (ablate/job/thin.py)
+# leaves out what its declarations say: the ABI from the prototype, the tensors' roles,
+# shapes and dtypes from TENSORS, the shape's fields from SHAPE, the work model as formulas.
 SPEC = {
     "SOURCE": "the base's translation unit, relative to the plugin folder",
     "SYMBOL": "the C function of the built library that runs the kernel",
-    "ARGTYPES": "that function's ctypes argument types (it returns a cudaError_t as int)",
-    "OUTPUTS": "names of the tensors (in make_inputs' dict) that the kernel writes",
-    "BOUND": "'memory' or 'compute': which of the GPU's measured peaks its speed is held to",
+    "ARGTYPES": "that function's ctypes argument types (default: read from its extern \"C\" "
+                "prototype in the plugin's sources)",
+    "OUTPUTS": "names of the tensors (in make_inputs' dict) that the kernel writes (default: "
+               "TENSORS' out and inout)",
+    "BOUND": "'memory' or 'compute' (default from WORK): which of the GPU's measured ceilings "
+             "its speed is held to",
+    "WORK": f"its kind of work, one of {list(thin.WORKS)}: the ceiling its speed is held to "
+            "(default from BOUND: compute is fp16_tensor)",
     "SANITIZE_SHAPES": "small shapes (dicts) that compute-sanitizer runs every variant on",
-    "validate_shape": "shape(shape config) -> the shape as a plain dict; ValueError naming the problem",
-    "make_inputs": "make_inputs(shape, generator, device) -> {name: tensor}, inputs and outputs",
-    "arguments": "arguments(pointers, shape, stream) -> the C function's arguments",
-    "reference": "reference(inputs, shape) -> {output name: float32/float64 tensor}",
-    "tolerance": "tolerance(shape) -> the correctness gate's bound on the error",
-    "flops": "flops(shape) -> floating-point operations of one launch",
-    "bytes_moved": "bytes_moved(shape) -> the fewest global-memory bytes one launch moves",
+    "validate_shape": "shape(shape config) -> the shape as a plain dict; ValueError naming the "
+                      "problem (default: from SHAPE = {field: int | float | bool | choices | range | function})",
+    "make_inputs": "make_inputs(shape, generator, device) -> {name: tensor}, inputs and outputs "
+                   "(default: from TENSORS = {name: (role, shape, dtype[, init])})",
+    "arguments": "arguments(pointers, shape, stream) -> the C function's arguments (default: by "
+                 "the prototype's parameter names: tensors, shape fields, PARAMS formulas, the stream)",
+    "reference": "reference(inputs, shape) -> {output name: float32/float64 tensor} (a lone "
+                 "tensor when there is one output); inout tensors hold their original contents",
+    "tolerance": "tolerance(shape) -> the correctness gate's bound on the error (or TOLERANCE)",
+    "flops": "flops(shape) -> floating-point operations of one launch (or the formula FLOPS; "
+             "0 by default for WORK memory)",
+    "bytes_moved": "bytes_moved(shape) -> the fewest global-memory bytes one launch moves (or the "
+                   "formula BYTES; default from TENSORS: in read once, out written once, inout both)",
 }
 # And what it may define; the pipeline has a default for each.
 OPTIONAL = {
     "ARCH": "the arch the kernel must be built for (e.g. sm_90a, for wgmma or setmaxnreg); on a "
             "GPU of another chip it is unavailable (default: build.arch, auto = the GPU's)",
+    "HEADER": "the file (relative to the plugin folder) holding SYMBOL's prototype (default: "
+              "the first of the plugin's sources that declares it, headers first)",
+    "PARAMS": "{C parameter name: formula of the shape}: a scalar parameter's value when it is "
+              "not the shape field of its name (or a pointer's tensor when not its name)",
+    "INOUTS": "names among OUTPUTS that the kernel also reads (default: TENSORS' inout, else none)",
     "label": "label(shape) -> a readable one-line description of a shape",
     "PEERS": "{name: make(shape) -> run(inputs)}: other implementations timed beside it",
     "DEFAULT_PEERS": "the peers a job times when bench.peers is null (default: all)",
@@ -62,7 +82,7 @@ OPTIONAL = {
     "launched": "launched(kernel name, shape, configs) -> whether a shape runs that instance "
                 "(default: true when the library has one config)",
 }
-BOUNDS = ("memory", "compute")
+BOUNDS = thin.BOUNDS
 
 
 class PluginError(ValueError):
@@ -73,7 +93,7 @@ class PluginError(ValueError):
 class Plugin:
     name: str
     dir: Path
-    spec: ModuleType
+    spec: thin.Spec  # the spec module with the defaults it leaves out
 
     @property
     def conf(self) -> Path:
@@ -137,13 +157,14 @@ def load_dir(folder) -> Plugin:
                ("spec.py", f"conf/kernel/{name}.yaml", "conf/shape") if not (folder / what).exists()]
     if missing:
         raise PluginError(f"kernel {name!r} at {folder} is missing {', '.join(missing)}")
-    spec = _import_spec(name, folder / "spec.py")
+    try:
+        spec = thin.Spec(_import_spec(name, folder / "spec.py"), name, folder)
+    except thin.SpecError as e:
+        raise PluginError(f"kernel {name!r}: {folder / 'spec.py'}: {e}") from None
     absent = [f"{key} ({what})" for key, what in SPEC.items() if not hasattr(spec, key)]
     if absent:
         raise PluginError(f"kernel {name!r}: {folder / 'spec.py'} does not define: " + "; ".join(absent))
     plugin = Plugin(name, folder, spec)
-    if spec.BOUND not in BOUNDS:
-        raise PluginError(f"kernel {name!r}: spec.BOUND must be one of {list(BOUNDS)}, got {spec.BOUND!r}")
     if not plugin.source.is_file():
         raise PluginError(f"kernel {name!r}: spec.SOURCE {spec.SOURCE!r} is not a file in {folder}")
     if not plugin.options("shape"):

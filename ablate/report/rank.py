@@ -269,6 +269,7 @@ def load_jobs(experiment_id, sweep):
         "counters": col("params.counters"),           # the counter rules that applied (profile.py)
         "counters_verdict": col("params.counters_verdict"),
         "gpu": col("params.gpu"),
+        "roof": col("params.roof"),                   # the kind of compute under the roofline (peaks.py)
         "error": col("tags.error"),
         "start_time": runs.get("start_time"),
     })

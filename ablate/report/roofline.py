@@ -4,8 +4,9 @@
 - Roofline: achieved TFLOP/s (the kernel's own work model, spec.flops, over the timed median:
   the job's `base_tflops` / `variant_tflops`) against arithmetic intensity, FLOPs per DRAM
   byte that ncu counted in one launch with the caches flushed (`ncu.<who>.dram__bytes.sum`),
-  under the GPU's measured ceilings (`peak_tflops`: FP16 matmul; `peak_gbps`: the copy;
-  ablate/gpu/peaks.py). A pathology that moves a point left wastes DRAM bytes; down, time.
+  under the GPU's measured ceilings (`peak_gbps`: the copy; `peak_tflops`: the matrix product
+  of the kernel's kind of work, spec.WORK, or FP32 FMA for a memory-bound kernel; the job's
+  param `roof` names it; ablate/gpu/peaks.py). A pathology that moves a point left wastes DRAM bytes; down, time.
 - Speed of light: percent of ncu's peak of the tensor pipe, DRAM, L2, shared memory and the
   issue slots (profile.SOL), per variant, base first.
 Input is rank.py's ranked table (one row per job, metrics as columns).
@@ -18,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from ablate.gpu.peaks import WHAT  # noqa: E402
 from ablate.gpu.profile import DRAM_BYTES, SOL  # noqa: E402
 
 
@@ -52,8 +54,10 @@ def figure(ranked, shape, path):
     lo, hi = min(xs.min(), ridge) / 4, max(xs.max(), ridge) * 4
     x = np.geomspace(lo, hi, 200)
     fig, ax = plt.subplots(figsize=(8, 5.5))
+    roofs = _col(d, "roof").dropna()
+    roof = roofs.iloc[0] if len(roofs) else "fp16_tensor"  # jobs logged before the kinds of work
     ax.plot(x, np.minimum(peak_t, x * peak_g / 1e3), color="black", linewidth=1.5,  # TB/s x FLOP/B
-            label=f"measured ceilings: {peak_g:.0f} GB/s copy, {peak_t:.0f} TFLOP/s FP16 matmul")
+            label=f"measured ceilings: {peak_g:.0f} GB/s copy, {peak_t:.0f} TFLOP/s {WHAT.get(roof, roof)}")
     for label, ai, tf in pts:
         base = label == "base"
         ax.scatter([ai], [tf], marker="*" if base else "o", s=160 if base else 40,

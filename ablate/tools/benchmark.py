@@ -6,9 +6,9 @@
 For each shape (the kernel's conf/shape/<name>.yaml) it first checks the base against the
 kernel's reference (a wrong kernel's speed is not reported), then times the base and each of
 the kernel's peers (spec.PEERS; all of them by default) with ablate.gpu.timing (CUDA-graph
-replay, inputs rotated past L2, candidates alternated), and measures the GPU's ceiling that
-applies (ablate.gpu.peaks: device-to-device copy for a memory-bound kernel, an FP16 matmul for a
-compute-bound one) in the same run. It prints a markdown block for docs/benchmarks.md: per
+replay, inputs rotated past L2, candidates alternated), against the GPU's measured ceiling
+of the kernel's kind of work (spec.WORK; ablate.gpu.peaks: the device-to-device copy for
+memory, the matrix product of its kind for compute; measured once per GPU and cached). It prints a markdown block for docs/benchmarks.md: per
 shape and candidate the median, p10 and p90 in us per launch, TFLOP/s, GB/s, the fraction of
 the ceiling, and the time ratio to each peer (< 1: faster than that peer), with the date,
 GPU, torch, CUDA and the command line. `--out FILE` appends the same block to FILE (never
@@ -56,7 +56,8 @@ def candidate_rows(plugin, shape_name, shape, samples, peers, ceiling):
         row = {"shape": shape_name, "candidate": name, **st,
                "tflops": spec.flops(shape) / seconds / 1e12 if spec.flops(shape) else None,
                "gbps": spec.bytes_moved(shape) / seconds / 1e9}
-        row["of_peak"] = (row["gbps"] if spec.BOUND == "memory" else row["tflops"]) / ceiling
+        rate = row["gbps"] if spec.WORK == "memory" else row["tflops"]
+        row["of_peak"] = rate / ceiling if rate is not None and ceiling else None
         for peer in peers:
             ref = stats.get(peer)
             row[f"vs_{peer}"] = st["median"] / ref["median"] if ref else None
@@ -69,7 +70,7 @@ def markdown(plugin, rows, shapes, peers, header_lines, notes):
     def num(x, fmt):
         return "n/a" if x is None else format(x, fmt)
 
-    ceiling = "copy" if plugin.spec.BOUND == "memory" else "matmul"
+    ceiling = "copy" if plugin.spec.WORK == "memory" else plugin.spec.WORK
     lines = list(header_lines) + [
         "",
         "| shape | candidate | median us | p10 us | p90 us | TFLOP/s | GB/s | of " + ceiling + " | "
@@ -80,7 +81,7 @@ def markdown(plugin, rows, shapes, peers, header_lines, notes):
         lines.append(
             f"| {r['shape']} ({plugin.label(shapes[r['shape']])}) | {r['candidate']} | "
             f"{r['median']:.2f} | {r['p10']:.2f} | {r['p90']:.2f} | {num(r['tflops'], '.1f')} | "
-            f"{r['gbps']:.0f} | {r['of_peak']:.1%} | "
+            f"{r['gbps']:.0f} | {num(r['of_peak'], '.1%')} | "
             + " | ".join(num(r[f"vs_{p}"], ".3f") for p in peers) + " |")
     if notes:
         lines += [""] + [f"- {n}" for n in notes]
@@ -109,6 +110,7 @@ def build_base(job):
 def time_shape(kernel, shape, bench, peers):
     """Samples (us per launch) of the base and each peer on one shape, plus notes on peers
     that could not run it."""
+    import numpy as np
     import torch
     from ablate.gpu import timing
 
@@ -117,15 +119,16 @@ def time_shape(kernel, shape, bench, peers):
     # As ablate.gpu.worker does: the check used seed, the timing seed + 1.
     n_sets = timing.input_set_count(bench.l2, l2, spec.bytes_moved(shape))
     sets = timing.make_inputs(spec, shape, n_sets, bench.seed + 1, "cuda")
-    candidates = {"base": timing.kernel_launcher(kernel, sets, shape)}
-    launchers, skipped = timing.peer_launchers(spec, sets, shape, peers)
-    candidates.update(launchers)
-    samples, launches, dropped = timing.measure(candidates, n_sets, bench, optional=list(launchers))
+    candidates, skipped, optional = timing.candidates(spec, sets, shape, {"base": (kernel, 1)}, peers)
+    samples, launches, dropped = timing.measure(candidates, n_sets, bench, optional=optional)
     notes = [f"peer {p} skipped: {why}" for p, why in skipped.items()]
+    if timing.RESTORE in samples:
+        notes.append(f"every launch restores the inout tensors {', '.join(spec.INOUTS)}, "
+                     f"{float(np.median(samples.pop(timing.RESTORE))):.2f} us of each candidate's time")
     notes += [f"{name} dropped: {why}" for name, why in dropped.items()]
     notes.append(f"{n_sets} input set(s) rotated; launches per sample: "
                  + ", ".join(f"{name} {n}" for name, n in launches.items()))
-    del sets, candidates, launchers
+    del sets, candidates
     torch.cuda.empty_cache()
     return samples, notes
 
@@ -143,17 +146,23 @@ def gpu_state_now():
 def header_lines(plugin, bench, state, ceiling):
     import torch
 
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    from ablate.gpu import peaks
+
+    device = torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(device)
     driver = state["driver"] if state.get("available") else "unknown"
     now = datetime.datetime.now(datetime.timezone.utc)
     name, value, unit = ceiling
-    if name == "peak_gbps":
-        from ablate.gpu.peaks import copies
-
-        ways = ", ".join(f"{way} {gbps:.0f}" for way, gbps in copies(torch.cuda.current_device()).items())
-        what = f"device-to-device copy of 1 GiB, the best of ({ways} GB/s):"
+    work = plugin.spec.WORK
+    if value is None:
+        why = peaks.measured(device, kinds=(work,)).get(f"{work}_error", "not measured")
+        line = f"- ceiling: none for {work} on this GPU ({why})"
+    elif name == "peak_gbps":
+        ways = ", ".join(f"{way} {gbps:.0f}" for way, gbps in peaks.copies(device).items())
+        line = (f"- ceiling, measured in this run: device-to-device copy of 1 GiB, the best of "
+                f"({ways} GB/s): {value:.0f} {unit}")
     else:
-        what = "FP16 matmul (torch, 8192^3)"
+        line = f"- ceiling, measured in this run: {peaks.WHAT[work]} (torch, {peaks.MATMUL_N}^3) {value:.0f} {unit}"
     return [
         f"### {plugin.name}: base vs its peers, {now:%Y-%m-%d %H:%M} UTC",
         "",
@@ -161,7 +170,7 @@ def header_lines(plugin, bench, state, ceiling):
         f"{props.L2_cache_size / 2**20:.0f} MiB L2), driver {driver}",
         f"- torch {torch.__version__}, CUDA {torch.version.cuda}, "
         f"cuDNN {torch.backends.cudnn.version()}",
-        f"- ceiling, measured in this run: {what} {value:.0f} {unit}",
+        line,
         f"- protocol: CUDA-graph replay of >= {bench.min_sample_us} us per sample, "
         f"L2 {bench.l2}, {bench.samples} samples after {bench.warmup} warm-up replays, "
         "candidates alternated (order reversed every other round); times are us per launch",
@@ -208,7 +217,7 @@ def run(args, argv):
 
     kernel = Kernel(build_base(job), plugin.spec)
     before = gpu_state_now()
-    ceiling = peaks.peak(plugin.spec.BOUND, torch.cuda.current_device())
+    ceiling = peaks.peak(plugin.spec.WORK, torch.cuda.current_device())
     header = header_lines(plugin, cfg.bench, before, ceiling)
     rows, notes = [], [state_line("before", before)]
     for name, shape in shapes.items():

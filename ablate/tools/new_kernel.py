@@ -6,7 +6,7 @@
 
 The plugin (the layout of ablate/job/plugins.py) holds an elementwise kernel, out = a * x + y in
 FP32 with 16-byte loads, one pathology (scalar_loads: 4-byte loads) and one shape, from the
-templates in ablate/scaffold/ with @NAME@ replaced. It refuses to overwrite anything.
+templates in ablate/tools/scaffold/ with @NAME@ replaced. It refuses to overwrite anything.
 """
 import argparse
 import re

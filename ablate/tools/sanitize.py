@@ -101,7 +101,9 @@ def _drive(lib_path, kernel_dir, case):
 # ---- cases: inputs made, and outputs checked, by this process (torch on the CPU) -------------
 
 def write_case(spec, shape, seed, folder):
-    """Save one seeded set of inputs (outputs NaN-poisoned) as raw bytes in `folder`."""
+    """Save one seeded set of inputs (`out` tensors NaN-poisoned, inout tensors as made) as
+    raw bytes in `folder`; returns the tensors, which stay as they are: the reference of
+    check_case reads the inout tensors' original contents from them."""
     import torch
 
     from ablate.gpu.check import poisoned_inputs
@@ -119,7 +121,8 @@ def write_case(spec, shape, seed, folder):
 
 
 def check_case(spec, tensors, folder, shape):
-    """The driver's outputs in `folder` against the reference: None when right, else why."""
+    """The driver's outputs in `folder` against the reference (run on `tensors`, the inputs as
+    written, inout tensors included): None when right, else why."""
     import torch
 
     from ablate.gpu.check import compare
@@ -133,7 +136,8 @@ def check_case(spec, tensors, folder, shape):
         t = meta["tensors"][name]
         raw = torch.frombuffer(bytearray(path.read_bytes()), dtype=torch.uint8)
         got[name] = raw.view(getattr(torch, t["dtype"])).reshape(t["shape"])
-    result = compare(spec, got, shape, spec.tolerance(shape))
+    before = {name: tensors[name] for name in spec.INOUTS}  # as written to the case: unlaunched
+    result = compare(spec, got, shape, spec.tolerance(shape), before)
     return None if result["ok"] else [f"wrong output: {result['error']}"]
 
 

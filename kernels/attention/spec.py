@@ -1,47 +1,29 @@
 """The attention kernel's spec: O = softmax(scale * Q K^T [+ causal mask]) V, FP16 (B, H, S, D).
 
-Everything ablate knows of this kernel is here (ablate/job/plugins.py lists what a spec
-defines): its shape fields, inputs, float32 reference, C ABI (base/ablate_attention.h), work
-model and peers (PyTorch SDPA pinned to each backend). torch is imported inside the
-functions that need it, so static mode and the sanitizer's driver run without it.
+A thin spec (ablate/job/plugins.py lists what a spec defines, ablate/job/thin.py what it may
+leave out): the C ABI is base/ablate_attention.h's prototype, its parameters bound by name
+(B, H, S, D and scale through PARAMS); then the float32 reference, the work model, the peers
+(PyTorch SDPA pinned to each backend) and which compiled instance is which. torch is
+imported inside the functions that need it, so static mode and the sanitizer's driver run
+without it.
 """
-import ctypes
 import math
 import re
 
 SOURCE = "base/attention.cu"
 SYMBOL = "ablate_attention_fwd"
-# q, k, v, o, B, H, S, D, causal, scale, stream
-ARGTYPES = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 5 + [ctypes.c_float, ctypes.c_void_p]
-OUTPUTS = ("o",)
-BOUND = "compute"
+WORK = "fp16_tensor"
 HEAD_DIMS = (64, 128)  # compiled into every variant (one kernel instance per D and causal flag)
+SHAPE = {"batch": int, "heads": int, "seq": int, "head_dim": HEAD_DIMS, "causal": bool}
+DIMS = "batch, heads, seq, head_dim"
+TENSORS = {"q": ("in", DIMS, "fp16"), "k": ("in", DIMS, "fp16"), "v": ("in", DIMS, "fp16"),
+           "o": ("out", DIMS, "fp16")}
+# Two matmuls of 2*S*S*D per head; half of the score matrix is skipped when causal.
+FLOPS = "4 * batch * heads * seq**2 * head_dim // (1 + causal)"
 TOLERANCE = 2e-3       # ||o - ref|| / ||ref|| against float32
-INT_MAX = 2**31 - 1    # B, H, S, D are C ints
-FIELDS = ("batch", "heads", "seq", "head_dim", "causal")
 # D x causal at a short S that is no tile multiple and wraps the K/V ring (3+ key tiles).
 SANITIZE_SHAPES = [{"batch": 1, "heads": 2, "seq": 333, "head_dim": d, "causal": c}
                    for d in HEAD_DIMS for c in (False, True)]
-
-
-def validate_shape(shape):
-    """The shape as a plain dict {batch, heads, seq, head_dim, causal}; ValueError naming the
-    field at fault."""
-    missing = [k for k in FIELDS if k not in shape]
-    if missing:
-        raise ValueError(f"missing {', '.join(missing)} (an attention shape needs {', '.join(FIELDS)})")
-    out = {k: shape[k] for k in FIELDS}
-    for key in ("batch", "heads", "seq", "head_dim"):
-        value = out[key]
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"{key} must be an integer, got {value!r}")
-        if not 1 <= value <= INT_MAX:
-            raise ValueError(f"{key} must be >= 1 (and fit a C int), got {value}")
-    if out["head_dim"] not in HEAD_DIMS:
-        raise ValueError(f"head_dim={out['head_dim']} is not built; the attention kernel has {list(HEAD_DIMS)}")
-    if not isinstance(out["causal"], bool):
-        raise ValueError(f"causal must be true or false, got {out['causal']!r}")
-    return out
 
 
 def label(shape):
@@ -49,37 +31,11 @@ def label(shape):
     return f"B={s['batch']} H={s['heads']} S={s['seq']} D={s['head_dim']}" + (" causal" if s["causal"] else "")
 
 
-def flops(shape):
-    """Two matmuls of 2*S*S*D per head; half of the score matrix is skipped when causal."""
-    f = 4 * shape["batch"] * shape["heads"] * shape["seq"] ** 2 * shape["head_dim"]
-    return f / 2 if shape["causal"] else f
-
-
-def bytes_moved(shape):
-    """q, k, v read once and o written once, FP16."""
-    return 4 * shape["batch"] * shape["heads"] * shape["seq"] * shape["head_dim"] * 2
-
-
-def make_inputs(shape, generator, device):
-    import torch
-
-    dims = (shape["batch"], shape["heads"], shape["seq"], shape["head_dim"])
-    return {name: torch.randn(dims, generator=generator, device=device, dtype=torch.float16)
-            for name in ("q", "k", "v", "o")}
-
-
 def scale_of(shape):
-    return shape.get("scale") or 1.0 / math.sqrt(shape["head_dim"])
+    return float(shape.get("scale") or 1.0 / math.sqrt(shape["head_dim"]))
 
 
-def arguments(ptrs, shape, stream):
-    s = shape
-    return (ptrs["q"], ptrs["k"], ptrs["v"], ptrs["o"], s["batch"], s["heads"], s["seq"],
-            s["head_dim"], int(bool(s["causal"])), float(scale_of(s)), stream)
-
-
-def tolerance(shape):
-    return TOLERANCE
+PARAMS = {"B": "batch", "H": "heads", "S": "seq", "D": "head_dim", "scale": scale_of}
 
 
 def reference(inputs, shape):
@@ -105,7 +61,7 @@ def reference(inputs, shape):
             out[i:i + step] = torch.softmax(scores, dim=-1) @ v32[i:i + step]
     finally:
         torch.set_float32_matmul_precision(precision)
-    return {"o": out.reshape(B, H, S, D)}
+    return out.reshape(B, H, S, D)
 
 
 # ---- peers: PyTorch SDPA pinned to one backend each ----------------------------------------

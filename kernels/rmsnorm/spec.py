@@ -1,25 +1,33 @@
 """The RMSNorm kernel's spec: y = x / sqrt(mean(x^2) + eps) * w over each row of x.
 
 x and y are (rows, hidden) row-major, w is (hidden,), all FP16 or all BF16; the statistics
-are FP32. Everything ablate knows of this kernel is here (ablate/job/plugins.py lists what a
-spec defines): its shape fields, inputs, float32 reference, C ABI (base/ablate_rmsnorm.h),
-work model and peers (torch.nn.functional.rms_norm, eagerly and under torch.compile). torch
-is imported inside the functions that need it.
+are FP32. A thin spec (ablate/job/plugins.py lists what a spec defines, ablate/job/thin.py
+what it may leave out): the C ABI is base/ablate_rmsnorm.h's prototype, its parameters
+bound by name; the peers are torch.nn.functional.rms_norm, eagerly and under torch.compile.
+torch is imported inside the functions that need it.
 """
-import ctypes
 import functools
 
 SOURCE = "base/rmsnorm.cu"
 SYMBOL = "ablate_rmsnorm_fwd"
-# x, w, y, rows, hidden, dtype, eps, stream
-ARGTYPES = [ctypes.c_void_p] * 3 + [ctypes.c_longlong, ctypes.c_int, ctypes.c_int, ctypes.c_float,
-                                    ctypes.c_void_p]
-OUTPUTS = ("y",)
-BOUND = "memory"
+WORK = "memory"
 DTYPES = {"fp16": 0, "bf16": 1}  # the ABI's dtype codes
 MAX_HIDDEN = 16384
 MAX_ROWS = 2**31 - 1
-FIELDS = ("rows", "hidden", "dtype", "eps")
+PARAMS = {"dtype": lambda shape: DTYPES[shape["dtype"]]}
+
+
+def _eps(eps):
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 <= eps < float("inf"):
+        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
+    return float(eps)
+
+
+SHAPE = {"rows": range(1, MAX_ROWS + 1), "hidden": range(8, MAX_HIDDEN + 1, 8),  # 16-byte rows
+         "dtype": tuple(DTYPES), "eps": _eps}
+TENSORS = {"x": ("in", "rows, hidden", "dtype"), "w": ("in", "hidden", "dtype"),
+           "y": ("out", "rows, hidden", "dtype")}
+FLOPS = "4 * rows * hidden"  # per element: square and add (the sum), then two multiplies
 # ||y - ref|| / ||ref|| against float32: the output's own rounding (unit roundoff 2^-11 for
 # FP16, 2^-8 for BF16; the norm-wise error is about half of it) with room for the FP32 sums.
 TOLERANCE = {"fp16": 1e-3, "bf16": 5e-3}
@@ -29,59 +37,8 @@ SANITIZE_SHAPES = [{"rows": 5, "hidden": h, "dtype": d, "eps": 1e-6}
                    for d in DTYPES for h in (8, 2056, MAX_HIDDEN)]
 
 
-def validate_shape(shape):
-    """The shape as a plain dict {rows, hidden, dtype, eps}; ValueError naming the field."""
-    missing = [k for k in FIELDS if k not in shape]
-    if missing:
-        raise ValueError(f"missing {', '.join(missing)} (an rmsnorm shape needs {', '.join(FIELDS)})")
-    out = {k: shape[k] for k in FIELDS}
-    for key, top in (("rows", MAX_ROWS), ("hidden", MAX_HIDDEN)):
-        value = out[key]
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
-            raise ValueError(f"{key} must be an integer from 1 to {top}, got {value!r}")
-    if out["hidden"] % 8:
-        raise ValueError(f"hidden must be a multiple of 8 (16-byte rows), got {out['hidden']}")
-    if out["dtype"] not in DTYPES:
-        raise ValueError(f"dtype must be one of {list(DTYPES)}, got {out['dtype']!r}")
-    eps = out["eps"]
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 <= eps < float("inf"):
-        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
-    out["eps"] = float(eps)
-    return out
-
-
 def label(shape):
     return f"{shape['rows']} x {shape['hidden']} {shape['dtype']}"
-
-
-def flops(shape):
-    """Per element: square and add (the sum), then two multiplies (by 1/rms and by w)."""
-    return 4 * shape["rows"] * shape["hidden"]
-
-
-def bytes_moved(shape):
-    """x read and y written once, w read once; 2 bytes an element."""
-    return 2 * (2 * shape["rows"] * shape["hidden"] + shape["hidden"])
-
-
-def _torch_dtype(shape):
-    import torch
-
-    return {"fp16": torch.float16, "bf16": torch.bfloat16}[shape["dtype"]]
-
-
-def make_inputs(shape, generator, device):
-    import torch
-
-    dtype, rows, hidden = _torch_dtype(shape), shape["rows"], shape["hidden"]
-    return {"x": torch.randn(rows, hidden, generator=generator, device=device, dtype=dtype),
-            "w": torch.randn(hidden, generator=generator, device=device, dtype=dtype),
-            "y": torch.empty(rows, hidden, device=device, dtype=dtype)}
-
-
-def arguments(ptrs, shape, stream):
-    return (ptrs["x"], ptrs["w"], ptrs["y"], shape["rows"], shape["hidden"], DTYPES[shape["dtype"]],
-            shape["eps"], stream)
 
 
 def tolerance(shape):
@@ -92,8 +49,7 @@ def reference(inputs, shape):
     import torch
 
     x = inputs["x"].float()
-    rms = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + shape["eps"])
-    return {"y": x * rms * inputs["w"].float()}
+    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + shape["eps"]) * inputs["w"].float()
 
 
 # ---- peers: PyTorch's own RMSNorm ----------------------------------------------------------
