@@ -12,7 +12,8 @@ runs once untimed (module loading, lazy initialization), then once more between
 cudaProfilerStart and cudaProfilerStop, on a CUDA stream of its own: ncu profiles only
 what runs in that range, and the stream tells the base's launches from the variant's in its
 report (profile.py groups the rows by stream, in launch order). The variant runs
-`launches` times there (a calibration's 2). Nothing is written to stdout but ncu's report.
+`launches` times there (a calibration's 2); a variant with `sm_fraction` (half_sms) runs on
+its green context's stream (ablate/gpu/green.py). Nothing is written to stdout but ncu's report.
 """
 import json
 import sys
@@ -37,6 +38,11 @@ def main(argv):
         kernel = Kernel(spec[f"{who}_so"], kspec)
         inputs = timing.make_inputs(kspec, shape, 1, spec["seed"] + 1, device)[0]
         stream = torch.cuda.Stream(device)
+        if who == "variant" and spec.get("sm_fraction"):  # half_sms: its green context's stream
+            from ablate.gpu import green
+
+            handle, _, _ = green.stream(device.index, float(spec["sm_fraction"]))
+            stream = torch.cuda.ExternalStream(handle, device=device)
         with torch.cuda.stream(stream):
             kernel(inputs, shape)  # untimed: first-launch costs stay out of the counters
             stream.synchronize()
