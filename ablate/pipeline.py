@@ -18,8 +18,12 @@ _said_no_gpu = False  # the fallback is said once per process, not once per job
 def run_job(job) -> Result:
     """Build, then check and time (mode=gpu) or read the binary (mode=static)."""
     from ablate.build.compile import BuildError, build
-    from ablate.build.library import Kernel
+    from ablate.build.library import variant_info
 
+    if job.opted_out:  # the kernel's yaml says so (kernel.not_applicable): nothing to build
+        return Result("not_applicable", {"kernel": job.kernel, "not_applicable": "declared by the kernel"},
+                      error="; ".join(f"{p}: kernel {job.kernel} declares it not applicable: {why}"
+                                      for p, why in job.opted_out.items()))
     try:
         builds = build(job.variants, job.build, job.plugin, ROOT)
     except BuildError as e:
@@ -32,18 +36,37 @@ def run_job(job) -> Result:
             first = next((ln.strip() for ln in b.log.splitlines() if "error" in ln.lower()), "")
             return Result("build_failed", params, artifacts={"build.log": b.log},
                           error=f"the {who} ({b.variant}) failed to build: {first} (log: {b.log_path})")
-    info = Kernel(var.lib).info()
+    info = variant_info(var.lib, job.plugin.spec, job.variant.pathologies)
     artifacts = {"ptxas.log": var.log, "variant_info.json": json.dumps(info, indent=1)}
     params["build_cached"] = var.cached
+    if why := not_applicable(job.variant, base, var):
+        params["not_applicable"] = "equal machine code"
+        return Result("not_applicable", params, artifacts=artifacts, error=why)
     params["mode"] = effective_mode(job.mode, job.plugin)
     out = static_job(job, base, var, info) if params["mode"] == "static" else gpu_job(job, base, var, info)
     return out.add(params, artifacts=artifacts)
 
 
+def not_applicable(variant, base, var) -> str | None:
+    """Why a variant of generic pathologies only (conf/generic/) does not apply to the kernel:
+    its machine code equals the base's, so there is nothing to measure (each pathology's
+    `unchanged_means` says what that means); None when it applies, or is not of generic
+    pathologies only (a hand-written pathology whose SASS equals the base's stays an error:
+    fingerprint.check), or changes only its launch (half_sms)."""
+    if not variant.generic or set(variant.generic) != set(variant.pathologies) or not variant.changes_build:
+        return None
+    if read_sass(var.lib)["text"] != read_sass(base.lib)["text"]:
+        return None
+    means = "; ".join(f"{p}: {variant.specs[p].get('unchanged_means') or 'it changes nothing here'}"
+                      for p in variant.pathologies)
+    return (f"not applicable to this kernel: {variant.name}'s machine code equals the base's "
+            f"(so {means})")
+
+
 def static_job(job, base, var, info) -> Result:
     """Static metrics of the variant, its fingerprint checked against the base, and the seams
     its library reports changed held to those its patches replace."""
-    from ablate.build.library import Kernel
+    from ablate.build.library import variant_info
     from ablate.build.static import static_metrics
     from ablate.job import fingerprint
 
@@ -51,7 +74,7 @@ def static_job(job, base, var, info) -> Result:
     metrics = static_metrics(var, job.plugin.spec, sass_report=var_sass)
     base_metrics = static_metrics(base, job.plugin.spec, sass_report=base_sass)
     problems = fingerprint.check(job.variant, metrics, base_metrics, var_sass["text"], base_sass["text"])
-    problems += seam_problems(job.variant, Kernel(base.lib).info(), info)
+    problems += seam_problems(job.variant, variant_info(base.lib, job.plugin.spec, ()), info)
     metrics["fingerprint_ok"] = int(not problems)
     return Result("static", metrics=metrics, error="; ".join(problems) or None)
 

@@ -82,9 +82,11 @@ def every_variant(tmp_path_factory):
         _session["built"] = {}
         for kernel in KERNELS:
             plugin = plugins.load(kernel)
-            files = [(plugin.conf / group / f"{n}.yaml", ROOT / "conf" / group / f"{n}.yaml")
-                     for group in ("pathology", "calibration") for n in plugin.options(group)]
-            files = [own if own.exists() else shared for own, shared in files]
+            # the yaml each name composes from (the kernel's, ablate's or a generic one), but not
+            # the generic pathologies the kernel declares not applicable (nothing builds them)
+            declared = OmegaConf.load(plugin.conf / "kernel" / f"{kernel}.yaml").kernel.get("not_applicable") or {}
+            files = [plugin.config_file(group, n) for group in ("pathology", "calibration")
+                     for n in plugin.options(group) if n not in declared]
             if kernel == "attention":
                 files += [ROOT / "tests" / "conf" / "pathology" / f"{n}.yaml" for n in TEST_PATHOLOGIES]
             variants, errors = {}, {}

@@ -61,8 +61,9 @@ def test_every_variant_builds_except_the_broken_one(built):
 def test_every_variant_of_every_kernel_builds(built_kernels, kernel):
     b = built_kernels[kernel]
     assert not b.errors
-    assert set(b.plugin.options("pathology")) | set(b.plugin.options("calibration")) <= set(b.results)
-    for name in b.plugin.options("pathology"):
+    declared = {"attention_hopper": {"regs_capped"}}.get(kernel, set())  # kernel.not_applicable: never built
+    assert set(b.plugin.options("pathology")) | set(b.plugin.options("calibration")) - declared <= set(b.results) | declared
+    for name in set(b.plugin.options("pathology")) - declared:
         r = b.results[name]
         assert r.status == "built", f"{kernel}/{name} failed to build:\n{r.log}"
         info = Kernel(r.lib).info()

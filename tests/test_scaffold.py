@@ -50,8 +50,11 @@ def test_a_scaffolded_plugin_sweeps_and_ranks_without_touching_ablate(tmp_path):
     exp = client.get_experiment_by_name("my_axpy")  # the kernel's own experiment
     jobs = {r.data.params["pathology"]: r for r in client.search_runs([exp.experiment_id])
             if r.data.tags.get("kind") == "job"}
-    assert sorted(jobs) == ["none", "scalar_loads"]
-    assert all(r.data.tags["status"] == "static" and r.data.params["kernel"] == "my_axpy" for r in jobs.values())
+    generic = sorted(p.stem for p in (ROOT / "conf" / "generic" / "pathology").glob("*.yaml"))
+    assert sorted(jobs) == sorted(["none", "scalar_loads", *generic])  # the generic pathologies too
+    assert all(r.data.tags["status"] in ("static", "not_applicable") and r.data.params["kernel"] == "my_axpy"
+               for r in jobs.values())
+    assert jobs["scalar_loads"].data.tags["status"] == "static"
     assert jobs["scalar_loads"].data.metrics["fingerprint_ok"] == 1
     assert jobs["scalar_loads"].data.metrics["sass.ldg_128"] == 0 < jobs["none"].data.metrics["sass.ldg_128"]
 

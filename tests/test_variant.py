@@ -33,6 +33,9 @@ def test_every_pathology_composes_into_a_variant(name):
     if name == "none":
         assert variant.is_base and variant.pathologies == () and variant.macros == {}
         assert variant.headers == () and variant.specs == {}
+    elif variant.generic:  # conf/generic/: ablate's headers, flags, a cap, a transform or the launch
+        assert variant.pathologies == (name,) and variant.macros == {}
+        assert all((ROOT / h).is_file() for h in variant.headers)
     else:
         assert variant.pathologies == (name,)
         assert variant.macros == {f"ABLATE_{name.upper()}": "1"}

@@ -61,7 +61,30 @@ def build(variants: list, build_cfg, kernel, root) -> dict[str, BuildResult]:
     root = Path(root).resolve()
     build_dir = _build_dir(build_cfg, root)
     build_dir.mkdir(parents=True, exist_ok=True)
-    arch, edges = _plan(variants, build_cfg, kernel, root)
+    # A register cap is a fraction of the base's own count, read from the base's build: the
+    # variants that need it are planned once the others (the base among them) are built.
+    capped = [v for v in variants if getattr(v, "regs_fraction", None)]
+    first = [v for v in variants if v not in capped]
+    if capped and not any(v.is_base for v in first):
+        raise BuildError(f"{capped[0].name}: a register cap is a fraction of the base's registers: "
+                         "build the base alongside it")
+    results = _build_once(first, build_cfg, kernel, root, build_dir) if first else {}
+    if capped:
+        base = next(r for v, r in zip(first, (results[v.name] for v in first)) if v.is_base)
+        if base.ok:
+            results.update(_build_once(capped, build_cfg, kernel, root, build_dir,
+                                       base_regs=base.ptxas["max_registers"]))
+        else:
+            for v in capped:
+                results[v.name] = BuildResult(v.name, "build_failed", build_dir / "none.so",
+                                              f"the base failed to build, so its register count, which "
+                                              f"{v.name}'s cap is a fraction of, is unknown", base.log_path,
+                                              False, base.arch, "")
+    return results
+
+
+def _build_once(variants, build_cfg, kernel, root: Path, build_dir: Path, base_regs=None) -> dict:
+    arch, edges = _plan(variants, build_cfg, kernel, root, base_regs)
 
     ninja_file = build_dir / "build.ninja"
     with open(build_dir / ".lock", "w") as lock:
@@ -102,14 +125,15 @@ def build(variants: list, build_cfg, kernel, root) -> dict[str, BuildResult]:
     return results
 
 
-def library_path(variant, build_cfg, kernel, root) -> Path:
-    """Where `build` puts the library of `variant` (its name is the hash of its inputs)."""
+def library_path(variant, build_cfg, kernel, root, base_regs=None) -> Path:
+    """Where `build` puts the library of `variant` (its name is the hash of its inputs;
+    `base_regs`: the base's register count, for a variant with a register cap)."""
     root = Path(root).resolve()
-    _, edges = _plan([variant], build_cfg, kernel, root)
+    _, edges = _plan([variant], build_cfg, kernel, root, base_regs)
     return _build_dir(build_cfg, root) / f"{next(iter(edges))}.so"
 
 
-def _plan(variants, build_cfg, kernel, root: Path) -> tuple[str, dict]:
+def _plan(variants, build_cfg, kernel, root: Path, base_regs=None) -> tuple[str, dict]:
     """The target arch and {digest: (variant, nvcc command)}, one per distinct library."""
     arch = target_arch(str(build_cfg.arch), kernel)
     version = nvcc_version(str(build_cfg.nvcc))
@@ -117,32 +141,93 @@ def _plan(variants, build_cfg, kernel, root: Path) -> tuple[str, dict]:
     seams_h = seams.write_header(kernel, _build_dir(build_cfg, root))  # ABLATE_SEAMS_JSON, from the base's declarations
     edges = {}
     for variant in variants:
-        command = compile_command(variant, build_cfg, kernel, arch, root, seams_h)
+        transforms = tuple(getattr(variant, "transforms", ()))
+        tree = transformed(kernel, transforms, _build_dir(build_cfg, root)) if transforms else None
+        command = compile_command(variant, build_cfg, kernel, arch, root, seams_h,
+                                  regs_cap=regs_cap(variant, base_regs), tree=tree)
         digest = _digest(command, version, sources, variant.headers, root)
         edges.setdefault(digest, (variant, command))
     return arch, edges
+
+
+def regs_cap(variant, base_regs) -> int | None:
+    """The register cap of a variant with `regs_fraction`: that fraction of the base's own
+    count (ptxas raises a cap below its arch's lower bound to that bound, saying so in the log)."""
+    fraction = getattr(variant, "regs_fraction", None)
+    if not fraction:
+        return None
+    if not base_regs:
+        raise BuildError(f"{variant.name}: its register cap is a fraction of the base's registers, "
+                         "which are not known (build the base alongside it)")
+    return max(1, int(fraction * int(base_regs)))
+
+
+# `#pragma unroll`, `#pragma unroll 4`, `#pragma unroll (N)`: the whole directive, on one line.
+_UNROLL = re.compile(r"^([ \t]*)#[ \t]*pragma[ \t]+unroll\b[^\n]*$", re.M)
+TRANSFORM_FUNCTIONS = {"unroll_1": lambda text: _UNROLL.sub(r"\1#pragma unroll 1", text)}
+
+
+def transformed(kernel, transforms, build_dir: Path) -> Path:
+    """A build copy of the kernel's folder (its source and headers, HEADER_SUFFIXES) with
+    `transforms` applied to each file's text; the sources themselves are untouched. Its folder
+    is named by a hash of the transformed contents, so the compile command (and the library's
+    name) changes whenever they do. Returns the copy's folder (its include root)."""
+    folder = Path(kernel.dir).resolve()
+    files = {}
+    for path in sorted(_kernel_sources(kernel)):
+        if not path.is_relative_to(folder):
+            continue  # ablate's own headers are not the kernel's
+        text = path.read_text(errors="replace")
+        for name in transforms:
+            text = TRANSFORM_FUNCTIONS[name](text)
+        files[path.relative_to(folder).as_posix()] = text
+    h = hashlib.sha256()
+    for rel, text in files.items():
+        h.update(rel.encode() + b"\0" + text.encode() + b"\0")
+    tree = build_dir / "src" / f"{folder.name}-{'+'.join(transforms)}-{h.hexdigest()[:16]}"
+    if not tree.is_dir():
+        tmp = tree.with_name(f".{tree.name}.{os.getpid()}")
+        for rel, text in files.items():
+            (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp / rel).write_text(text)
+        try:
+            os.rename(tmp, tree)
+        except OSError:  # another process made it first: same contents
+            shutil.rmtree(tmp, ignore_errors=True)
+    return tree
 
 
 def _build_dir(build_cfg, root: Path) -> Path:
     return (root / str(build_cfg.dir)).resolve()
 
 
-def compile_command(variant, build_cfg, kernel, arch: str, root, seams_header=None) -> list[str]:
+def compile_command(variant, build_cfg, kernel, arch: str, root, seams_header=None, regs_cap=None,
+                    tree=None) -> list[str]:
     """nvcc's arguments for `variant`, paths relative to the project root `root` where they
     lie inside it (absolute otherwise), without the output and depfile arguments (those are
-    added per build)."""
+    added per build). `regs_cap`: its register cap (-maxrregcount, and ABLATE_REGS_CAP for
+    ablate's header); `tree`: the transformed build copy of the kernel's folder to compile
+    instead of the folder itself."""
     number = ARCH_RE.match(arch).group(1)
-    flags = [str(f) for f in build_cfg.flags]
+    flags = [str(f) for f in build_cfg.flags] + list(getattr(variant, "flags", ()))
+    if regs_cap is not None:
+        flags.append(f"-maxrregcount={int(regs_cap)}")
     command = [str(build_cfg.nvcc), *flags, "-shared", "-Xcompiler", "-fPIC", "-Xptxas", "-v",
                "-gencode", f"arch=compute_{number},code=sm_{number}"]
-    command += [f"-I{_shown(kernel.dir, root)}", f"-I{_shown(INCLUDE, root)}"]
+    source, include = Path(kernel.source), [kernel.dir]
+    if tree is not None:  # the copy first; the folder still resolves paths that leave it (../x)
+        source = Path(tree) / source.resolve().relative_to(Path(kernel.dir).resolve())
+        include = [tree, kernel.dir]
+    command += [f"-I{_shown(d, root)}" for d in (*include, INCLUDE)]
     if seams_header is not None:  # first: the patches and the base may use ABLATE_SEAMS_JSON
         command += ["-include", _shown(seams_header, root)]
     for header in variant.headers:
         command += ["-include", header]
     command += [f"-D{name}={value}" for name, value in variant.macros.items()]
+    if regs_cap is not None:
+        command.append(f"-DABLATE_REGS_CAP={int(regs_cap)}")
     # "+", not ",": nvcc splits -D values at commas (a,b would define a stray macro b).
-    command += [f"-DABLATE_PATHOLOGIES={'+'.join(variant.pathologies)}", _shown(kernel.source, root)]
+    command += [f"-DABLATE_PATHOLOGIES={'+'.join(variant.pathologies)}", _shown(source, root)]
     for arg in command:
         if not arg or "\n" in arg or "\r" in arg:
             raise BuildError(f"bad nvcc argument {arg!r} (from build.flags, kernel or variant)")
@@ -166,8 +251,8 @@ def ninja_manifest(edges: dict, build_dir: Path, kernel, root: Path) -> str:
         "  deps = gcc",
         "",
     ]
-    source = _ninja_path(_shown(kernel.source, root))
     for digest, (variant, command) in edges.items():
+        source = _ninja_path(command[-1])  # the kernel's source, or its transformed copy
         lib, tmp = build_dir / f"{digest}.so", build_dir / f"{digest}.tmp.so"
         log, log_tmp = build_dir / f"{digest}.log", build_dir / f"{digest}.log.tmp"
         dep = build_dir / f"{digest}.d"

@@ -1,10 +1,12 @@
 """ctypes wrapper over one variant's shared library.
 
-Every kernel library exports `const char* ablate_variant_info(void)` (JSON: the pathologies,
-seams and configs compiled in, made without any CUDA call) and the kernel's own function,
-whose name and ctypes signature its spec gives (spec.SYMBOL, spec.ARGTYPES: a thin spec's
-are read from the function's prototype, ablate/build/abi.py; it returns a cudaError_t as
-int, or nothing: a void launcher's errors then surface at the next synchronization). Importing this module needs no torch: `info()` works on a machine
+A kernel library exports `const char* ablate_variant_info(void)` (JSON: the pathologies,
+seams and configs compiled in, made without any CUDA call; a plain kernel's spec says instead,
+in CONFIGS: `variant_info`) and the kernel's own function, whose name and ctypes signature
+its spec gives (spec.SYMBOL, spec.ARGTYPES: a thin spec's are read from the function's
+prototype, ablate/build/abi.py; it returns a cudaError_t as int, or nothing: a void
+launcher's errors then surface at the next synchronization). Importing this module needs no
+torch: `info()` works on a machine
 without a GPU, and a call imports torch only for the current stream.
 """
 import ctypes
@@ -45,6 +47,21 @@ CUDA_ERRORS = {
 }
 
 
+def variant_info(lib, spec, pathologies=()) -> dict:
+    """The library's own `ablate_variant_info()` where it exports one; else, for a kernel
+    written without ablate's header (a plain kernel), what its spec says instead:
+    `{"pathologies": [the variant's], "seams": {}, "configs": spec.CONFIGS}`. ValueError when
+    neither says."""
+    kernel = Kernel(lib)
+    if kernel.has_info:
+        return kernel.info()
+    configs = getattr(spec, "CONFIGS", None)
+    if not configs:
+        raise ValueError(f"{lib} does not export ablate_variant_info and the kernel's spec has no "
+                         "CONFIGS: one of them must list its configs ({name, threads, smem_bytes})")
+    return {"pathologies": list(pathologies), "seams": {}, "configs": [dict(c) for c in configs]}
+
+
 def cuda_error_name(code):
     return CUDA_ERRORS.get(code, f"cudaError {code}")
 
@@ -66,17 +83,26 @@ class Kernel:
         if not self.path.is_file():
             raise FileNotFoundError(f"kernel library not found: {self.path}")
         self._lib = ctypes.CDLL(str(self.path))
-        self._lib.ablate_variant_info.restype = ctypes.c_char_p
-        self._lib.ablate_variant_info.argtypes = []
+        self._info = getattr(self._lib, "ablate_variant_info", None)  # a plain kernel has none
+        if self._info is not None:
+            self._info.restype = ctypes.c_char_p
+            self._info.argtypes = []
         self.spec = spec
         if spec is not None:
             self._fn = getattr(self._lib, spec.SYMBOL)
             self._fn.restype = getattr(spec, "RESTYPE", ctypes.c_int)
             self._fn.argtypes = list(spec.ARGTYPES)
 
+    @property
+    def has_info(self) -> bool:
+        """Whether the library exports ablate_variant_info."""
+        return self._info is not None
+
     def info(self):
         """What was compiled into the library (pathologies, seams, configs), as a dict."""
-        return json.loads(self._lib.ablate_variant_info().decode())
+        if self._info is None:
+            raise AttributeError(f"{self.path} does not export ablate_variant_info")
+        return json.loads(self._info().decode())
 
     def launch(self, pointers, shape, stream=None):
         """Run the kernel on raw device addresses ({name: int}); the cudaError_t it returns."""

@@ -26,7 +26,8 @@ CLASSES = (
     + tuple(f"ldg_{w}" for w in WIDTHS)
     + tuple(f"stg_{w}" for w in WIDTHS)
     + ("lds", "sts", "bar", "ldl", "stl", "mufu_ex2", "mufu_rsq", "bra", "lop3", "shfl", "atoms",
-       "atom", "fp64", "hgmma", "utmaldg", "utmastg", "syncs", "setmaxnreg", "instructions")
+       "atom", "fp64", "hgmma", "utmaldg", "utmastg", "syncs", "setmaxnreg", "ffma", "call",
+       "ldg_nc", "ldg_strong", "instructions")
 )
 
 _FUNCTION = re.compile(r"^\s*Function : (\S+)")
@@ -117,8 +118,13 @@ def mix(instructions: list[str]) -> dict[str, int]:
         cls = classify(text)
         if cls:
             counts[cls] += 1
-        if not _mnemonic(text).startswith("NOP"):
+        mnemonic = _mnemonic(text)
+        if not mnemonic.startswith("NOP"):
             counts["instructions"] += 1
+        if mnemonic.startswith("LDG."):  # counted besides its width class
+            mods = mnemonic.split(".")[1:]
+            counts["ldg_nc"] += "CONSTANT" in mods
+            counts["ldg_strong"] += "STRONG" in mods
     return dict(counts)
 
 
@@ -137,7 +143,8 @@ def classify(instruction: str) -> str | None:
             "LDL": "ldl", "STL": "stl", "BRA": "bra", "LOP3": "lop3", "SHFL": "shfl",
             "ATOMS": "atoms", "ATOM": "atom", "ATOMG": "atom", "RED": "atom", "DADD": "fp64",
             "DMUL": "fp64", "DFMA": "fp64", "HGMMA": "hgmma", "UTMALDG": "utmaldg",
-            "UTMASTG": "utmastg", "SYNCS": "syncs", "USETMAXREG": "setmaxnreg"}.get(op)
+            "UTMASTG": "utmastg", "SYNCS": "syncs", "USETMAXREG": "setmaxnreg",
+            "FFMA": "ffma", "FFMA32I": "ffma", "CALL": "call"}.get(op)
 
 
 def _mnemonic(instruction: str) -> str:

@@ -32,7 +32,7 @@ def static_metrics(build_result, spec, info_json=None, sass_report: dict | None 
     if build_result.status != "built":
         raise ValueError(f"variant {build_result.variant} has no library to analyse: "
                          f"{build_result.status} (log: {build_result.log_path})")
-    info = _info(build_result.lib, info_json)
+    info = _info(build_result.lib, info_json, spec)
     report = sass_report if sass_report is not None else sass.read(build_result.lib)
     configs = {str(c["name"]): c for c in info.get("configs", [])}
     if not configs:
@@ -90,11 +90,11 @@ def launched(spec, kernel_name: str, shape: dict, configs: list[dict]) -> bool:
     return len(configs) == 1
 
 
-def _info(lib, info_json) -> dict:
+def _info(lib, info_json, spec) -> dict:
     if info_json is None:
-        from ablate.build.library import Kernel
+        from ablate.build.library import variant_info
 
-        return Kernel(lib).info()
+        return variant_info(lib, spec)
     if isinstance(info_json, (str, bytes)):
         return json.loads(info_json)
     return dict(info_json)

@@ -12,9 +12,10 @@ runs once untimed (module loading, lazy initialization), then once more between
 cudaProfilerStart and cudaProfilerStop, on a CUDA stream of its own: ncu profiles only
 what runs in that range, and the stream tells the base's launches from the variant's in its
 report (profile.py groups the rows by stream, in launch order). The variant runs
-`launches` times there (a calibration's 2). A kernel with inout tensors gets, for each launch,
-its own copy of them as made (taken before the range): no launch reads another's output.
-Nothing is written to stdout but ncu's report.
+`launches` times there (a calibration's 2); a variant with `sm_fraction` (half_sms) runs on
+its green context's stream (ablate/gpu/green.py). A kernel with inout tensors gets, for each
+launch, its own copy of them as made (taken before the range): no launch reads another's
+output. Nothing is written to stdout but ncu's report.
 """
 import json
 import sys
@@ -43,6 +44,11 @@ def main(argv):
         # every launch reads the contents as made, and no copy runs between the launches.
         runs = [{**inputs, **originals(kspec, inputs)} for _ in range(1 + launches)]
         stream = torch.cuda.Stream(device)
+        if who == "variant" and spec.get("sm_fraction"):  # half_sms: its green context's stream
+            from ablate.gpu import green
+
+            handle, _, _ = green.stream(device.index, float(spec["sm_fraction"]))
+            stream = torch.cuda.ExternalStream(handle, device=device)
         with torch.cuda.stream(stream):
             kernel(runs[0], shape)  # untimed: first-launch costs stay out of the counters
             stream.synchronize()

@@ -79,14 +79,39 @@ def kernel_launcher(kernel, sets, shape, launches=1, restore=None):
     """launch(i): the kernel on input set i; with `launches` = k > 1 (a calibration's doing),
     on sets k*i, k*i + 1, ..., k*i + k - 1 of the rotation: the kernel then walks the sets in
     order as the base's launches do, each finding its set evicted since its last use. Each
-    launch is followed by `restore` of its set (restorer) when there is one."""
+    launch is followed by `restore` of its set (restorer) when there is one. A kernel
+    launched on a stream of its own (green.OnStream: half_sms) lends the launcher that stream
+    (`launch.stream`): its graphs are captured and replayed there."""
     def launch(i):
         for j in range(launches):
             k = (launches * i + j) % len(sets)
             kernel(sets[k], shape)
             if restore is not None:
                 restore(k)
+    launch.stream = getattr(kernel, "stream", None)
     return launch
+
+
+def _on(launch):
+    """The stream a candidate's graphs are captured and replayed on: its own, else the
+    current one."""
+    import torch
+
+    return getattr(launch, "stream", None) or torch.cuda.current_stream()
+
+
+def _replay(graph, stream):
+    """One replay on `stream`, ordered after the current stream's work and before its next."""
+    import torch
+
+    current = torch.cuda.current_stream()
+    if stream.cuda_stream == current.cuda_stream:
+        graph.replay()
+        return
+    stream.wait_stream(current)
+    with torch.cuda.stream(stream):
+        graph.replay()
+    current.wait_stream(stream)
 
 
 def peer_launchers(spec, sets, shape, names, restore=None):
@@ -134,23 +159,39 @@ def _capture(launch, count, n_sets):
     import torch
 
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, stream=getattr(launch, "stream", None)):
         for i in range(count):
             launch(i % n_sets)
     return graph
 
 
-def _replay_us(graph, reps=3):
-    """Median time of a few back-to-back replays, after one untimed replay."""
+def _timed_replay(graph, stream):
+    """(start, end) events around one replay, both recorded on the stream it runs on."""
     import torch
 
-    graph.replay()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    current = torch.cuda.current_stream()
+    own = stream.cuda_stream != current.cuda_stream
+    if own:
+        stream.wait_stream(current)
+    with torch.cuda.stream(stream):
         start.record()
         graph.replay()
         end.record()
+    if own:
+        current.wait_stream(stream)
+    return start, end
+
+
+def _replay_us(graph, reps=3, stream=None):
+    """Median time of a few back-to-back replays, after one untimed replay."""
+    import torch
+
+    stream = stream or torch.cuda.current_stream()
+    _replay(graph, stream)
+    times = []
+    for _ in range(reps):
+        start, end = _timed_replay(graph, stream)
         end.synchronize()
         times.append(start.elapsed_time(end) * 1000.0)
     return float(np.median(times))
@@ -166,7 +207,7 @@ def calibrated_graph(launch, n_sets, min_sample_us):
     count = n_sets
     while True:
         graph = _capture(launch, count, n_sets)
-        took = _replay_us(graph)
+        took = _replay_us(graph, stream=_on(launch))
         if took >= min_sample_us:
             return graph, count
         if count >= MAX_LAUNCHES:
@@ -199,6 +240,7 @@ def measure(candidates, n_sets, bench, optional=()):
             dropped[name] = f"graph capture failed: {first_line(e)}"
             torch.cuda.synchronize()
     names = list(graphs)
+    streams = {name: _on(candidates[name]) for name in names}
 
     def rounds(n):
         for r in range(n):
@@ -206,15 +248,11 @@ def measure(candidates, n_sets, bench, optional=()):
 
     for order in rounds(bench["warmup"]):
         for name in order:
-            graphs[name][0].replay()
+            _replay(graphs[name][0], streams[name])
     events = {name: [] for name in names}
     for order in rounds(bench["samples"]):
         for name in order:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            graphs[name][0].replay()
-            end.record()
-            events[name].append((start, end))
+            events[name].append(_timed_replay(graphs[name][0], streams[name]))
     torch.cuda.synchronize()
     times = {name: np.array([s.elapsed_time(e) * 1000.0 / graphs[name][1] for s, e in events[name]])
              for name in names}

@@ -271,6 +271,14 @@ def gpu_job(spec):
     params = {"gpu": props.name, "gpu_uuid": _uuid_text(uuid), "torch": torch.__version__, "cuda": torch.version.cuda,
               "driver": before.get("driver", "unavailable"), "bound": kspec.BOUND,
               "work": kspec.WORK, "inouts": ",".join(kspec.INOUTS) or "none"}
+    if spec.get("sm_fraction"):  # half_sms: the variant on a green context of part of the SMs
+        from ablate.gpu import green
+
+        try:
+            variant, sms = green.on_green_stream(variant, device.index, float(spec["sm_fraction"]))
+        except green.GreenContextError as e:
+            return Result("not_applicable", params, error=f"green contexts are unavailable on this machine: {e}")
+        params.update({k: str(v) for k, v in sms.items()})
     artifacts = {}
 
     # The gate: both must be right before either is timed (the base too: a slowdown against

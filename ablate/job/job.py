@@ -33,6 +33,7 @@ class Job:
     mode: str  # as asked: gpu or static (gpu falls back to static without a GPU)
     kernel_counters: tuple[str, ...]  # the kernel's default ncu metrics (kernel.counters)
     cfg: DictConfig  # the composed config, kept for the record (config.yaml) and its settings
+    opted_out: dict = None  # {generic pathology of the variant: why the kernel says it does not apply}
 
     @property
     def kernel(self) -> str:
@@ -57,7 +58,7 @@ class Job:
         """What a process of the GPU half needs of the job, as JSON-able data."""
         return {"kernel_dir": str(self.plugin.dir), "base_so": str(base_lib), "variant_so": str(variant_lib),
                 "shape": self.shape, "peers": list(self.peers), "launches": self.variant.launches,
-                "bench": self.bench}
+                "sm_fraction": self.variant.sm_fraction, "bench": self.bench}
 
 
 def make_job(cfg, shape_name=None) -> Job:
@@ -79,9 +80,30 @@ def make_job(cfg, shape_name=None) -> Job:
     for name in variant.pathologies:
         counters.check_when(variant.specs[name].get("counters"), list(shape), f"pathology '{name}'")
     name = shape_name or OmegaConf.select(cfg, "shape.name", default=None) or plugin.label(shape)
+    declared = not_applicable_of(cfg, plugin)
     return Job(plugin=plugin, shape=shape, shape_name=str(name), variant=variant, base=base,
                peers=tuple(peers), bench=OmegaConf.to_container(cfg.bench, resolve=True), mode=str(cfg.mode),
-               kernel_counters=tuple(kernel_counters), cfg=cfg)
+               kernel_counters=tuple(kernel_counters), cfg=cfg,
+               opted_out={p: why for p, why in declared.items() if p in variant.generic})
+
+
+def not_applicable_of(cfg, plugin) -> dict:
+    """`kernel.not_applicable` of the kernel's yaml: {generic pathology: why it does not apply
+    to this kernel}. Its jobs are `not_applicable`, with the reason, and nothing is built.
+    ValueError for a name that is no generic pathology or a reason that is not a sentence."""
+    declared = OmegaConf.select(cfg, "kernel.not_applicable", default=None) or {}
+    declared = OmegaConf.to_container(declared, resolve=True) if not isinstance(declared, dict) else declared
+    generic = {p.stem for p in (plugins.GENERIC / "pathology").glob("*.yaml")}
+    if not isinstance(declared, dict):
+        raise ValueError(f"kernel {plugin.name!r}: kernel.not_applicable must map generic pathologies "
+                         f"to the reason each does not apply, got {declared!r}")
+    for name, why in declared.items():
+        if name not in generic:
+            raise ValueError(f"kernel {plugin.name!r}: kernel.not_applicable names {name!r}, which is no "
+                             f"generic pathology (those of conf/generic/pathology: {', '.join(sorted(generic))})")
+        if not isinstance(why, str) or not why.strip():
+            raise ValueError(f"kernel {plugin.name!r}: kernel.not_applicable.{name} must say why")
+    return {str(k): str(v).strip() for k, v in declared.items()}
 
 
 def shape_of(plugin, shape_cfg) -> dict:

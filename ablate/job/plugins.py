@@ -32,6 +32,8 @@ from types import ModuleType
 
 from ablate.job import thin
 from ablate.paths import CONF, KERNELS
+
+GENERIC = CONF / "generic"  # the generic pathologies every kernel gets (conf/generic/pathology/)
 PATH_ENV = "ABLATE_KERNEL_PATH"
 CONF_ENV = "ABLATE_KERNEL_CONF"  # read by hydra_plugins/ablate_kernel
 
@@ -66,6 +68,8 @@ SPEC = {
 }
 # And what it may define; the pipeline has a default for each.
 OPTIONAL = {
+    "CONFIGS": "[{name, threads, smem_bytes}]: the kernel's launch configs, for a library that does not "
+               "export ablate_variant_info (a plain kernel; default: the library's own)",
     "ARCH": "the arch the kernel must be built for (e.g. sm_90a, for wgmma or setmaxnreg); on a "
             "GPU of another chip it is unavailable (default: build.arch, auto = the GPU's)",
     "HEADER": "the file (relative to the plugin folder) holding SYMBOL's prototype (default: "
@@ -110,9 +114,19 @@ class Plugin:
         return " ".join(f"{k}={v}" for k, v in shape.items())
 
     def options(self, group: str) -> list[str]:
-        """The kernel's configs in `group` (pathology, shape), with ablate's own (the base)."""
-        names = {p.stem for d in (self.conf / group, CONF / group) for p in d.glob("*.yaml")}
+        """The kernel's configs in `group` (pathology, shape), with ablate's own (the base,
+        and the generic pathologies of conf/generic/ that every kernel gets)."""
+        names = {p.stem for d in (self.conf / group, CONF / group, GENERIC / group) for p in d.glob("*.yaml")}
         return sorted(names)
+
+    def config_file(self, group: str, name: str) -> Path:
+        """The yaml Hydra composes for `group=name`: ablate's conf/ first, then the kernel's,
+        then conf/generic/ (hydra_plugins/ablate_kernel's search path: a kernel's own yaml of
+        a generic pathology's name overrides it)."""
+        for d in (CONF / group, self.conf / group, GENERIC / group):
+            if (d / f"{name}.yaml").is_file():
+                return d / f"{name}.yaml"
+        raise PluginError(f"kernel {self.name!r} has no {group} {name!r}")
 
 
 def search_dirs(kernel_path=()) -> list[Path]:

@@ -7,9 +7,11 @@ own as JSON (`to_dict`, `from_dict`).
 """
 from dataclasses import asdict, dataclass, field
 
-STATUSES = ("ok", "build_failed", "crashed", "timeout", "incorrect", "static")
-# Jobs whose measurement stands; every other status makes the MLflow run FAILED (red in the UI).
-GOOD_STATUSES = ("ok", "static")
+STATUSES = ("ok", "build_failed", "crashed", "timeout", "incorrect", "static", "not_applicable")
+# Jobs whose measurement stands, or that had nothing to measure: a generic pathology that does
+# not apply to the kernel (`error` says why); every other status makes the MLflow run FAILED
+# (red in the UI).
+GOOD_STATUSES = ("ok", "static", "not_applicable")
 
 
 @dataclass

@@ -27,7 +27,13 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 MACRO_NAME_RE = re.compile(r"^ABLATE_[A-Z0-9_]+$")
 MACRO_VALUE_RE = re.compile(r"^[A-Za-z0-9_]*$")
 SEAM_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+ABLATE_SEAM_([A-Z0-9_]+)\b", re.M)
-SPEC_KEYS = {"header", "macros", "seam", "mechanism", "expected", "fingerprint", "counters", "launches", "truth"}
+SPEC_KEYS = {"header", "macros", "seam", "mechanism", "expected", "fingerprint", "counters", "launches", "truth",
+             "generic", "flags", "regs_cap", "transform", "sm_fraction", "unchanged_means"}
+# Extra nvcc flags a pathology may add (`flags:`): a fixed vocabulary, nothing else reaches nvcc.
+FLAG_RE = re.compile(r"^(--fmad=(true|false)|-prec-div=(true|false)|-prec-sqrt=(true|false)|-ftz=(true|false)"
+                     r"|-Xptxas=-dlcm=(ca|cg|cs)|-Xptxas=-dscm=(cg|cs|wt))$")
+# Source transforms (`transform:`), applied to a build copy of the kernel's sources (build/compile.py).
+TRANSFORMS = ("unroll_1",)
 
 
 class VariantError(ValueError):
@@ -43,10 +49,20 @@ class Variant:
     specs: dict[str, dict] = field(default_factory=dict)  # each pathology's yaml content
     launches: int = 1  # launches of the kernel per launch of the variant (calibrations)
     seams: dict[str, str] = field(default_factory=dict)  # each pathology's seam, as its patch replaces it
+    flags: tuple[str, ...] = ()  # extra nvcc flags (FLAG_RE), in the pathologies' order
+    regs_fraction: float | None = None  # -maxrregcount at this fraction of the base's registers
+    transforms: tuple[str, ...] = ()  # source transforms of a build copy (TRANSFORMS)
+    sm_fraction: float | None = None  # launched on a green context with this fraction of the SMs
+    generic: tuple[str, ...] = ()  # its generic pathologies (conf/generic/): equal SASS is "not applicable"
 
     @property
     def is_base(self) -> bool:
         return not self.pathologies
+
+    @property
+    def changes_build(self) -> bool:
+        """Whether its library differs from the base's by construction (else only its launch does)."""
+        return bool(self.macros or self.headers or self.flags or self.regs_fraction or self.transforms)
 
 
 def variant_from_cfg(pathology_cfg, kernel_dir) -> Variant:
@@ -66,6 +82,9 @@ def variant_from_cfg(pathology_cfg, kernel_dir) -> Variant:
     headers: list[str] = []
     specs: dict[str, dict] = {}
     seams: dict[str, str] = {}
+    flags: list[str] = []
+    transforms: list[str] = []
+    regs_fraction = sm_fraction = None
     for name in sorted(pathology_cfg):
         spec = _check_spec(name, pathology_cfg[name])
         if name == BASE:
@@ -86,6 +105,13 @@ def variant_from_cfg(pathology_cfg, kernel_dir) -> Variant:
                 raise VariantError(f"pathologies '{other}' and '{name}' both replace the {seam} seam "
                                    f"(their patches both define ABLATE_SEAM_{seam.upper()}): they cannot be combined")
             seams[name] = seam
+        flags += [f for f in _check_flags(name, spec.get("flags")) if f not in flags]
+        transform = _check_transform(name, spec.get("transform"))
+        if transform is not None and transform not in transforms:
+            transforms.append(transform)
+        regs_fraction = _one(name, "regs_cap", _check_regs_cap(name, spec.get("regs_cap")), regs_fraction)
+        sm_fraction = _one(name, "sm_fraction", _check_fraction(name, "sm_fraction", spec.get("sm_fraction")),
+                           sm_fraction)
         specs[name] = spec
 
     pathologies = tuple(specs)
@@ -97,7 +123,57 @@ def variant_from_cfg(pathology_cfg, kernel_dir) -> Variant:
         specs=specs,
         launches=math.prod(int(spec.get("launches") or 1) for spec in specs.values()),
         seams=seams,
+        flags=tuple(flags),
+        regs_fraction=regs_fraction,
+        transforms=tuple(transforms),
+        sm_fraction=sm_fraction,
+        generic=tuple(n for n, spec in specs.items() if spec.get("generic")),
     )
+
+
+def _check_regs_cap(name, regs_cap) -> float | None:
+    """`regs_cap: {fraction_of_base: F}`: the variant's registers capped at F times the base's."""
+    if regs_cap is None:
+        return None
+    if not isinstance(regs_cap, Mapping) or set(regs_cap) != {"fraction_of_base"}:
+        raise VariantError(f"pathology '{name}': regs_cap must be {{fraction_of_base: F}}, got {regs_cap!r}")
+    return _check_fraction(name, "regs_cap.fraction_of_base", regs_cap["fraction_of_base"])
+
+
+def _one(name, key, value, earlier):
+    """A setting only one pathology of a variant may make (two register caps cannot both hold)."""
+    if value is not None and earlier is not None:
+        raise VariantError(f"pathology '{name}': {key} is set by another pathology of this variant too")
+    return earlier if value is None else value
+
+
+def _check_fraction(name, key, value) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+        raise VariantError(f"pathology '{name}': {key} must be a number in (0, 1), got {value!r}")
+    return float(value)
+
+
+def _check_flags(name, flags) -> list[str]:
+    """Extra nvcc flags, each one of FLAG_RE's: no other text reaches nvcc's command line."""
+    if flags is None:
+        return []
+    if not isinstance(flags, (list, tuple)):
+        raise VariantError(f"pathology '{name}': flags must be a list, got {flags!r}")
+    for flag in flags:
+        if not isinstance(flag, str) or not FLAG_RE.match(flag):
+            raise VariantError(f"pathology '{name}': flag {flag!r} is not one ablate passes to nvcc "
+                               f"(allowed: {FLAG_RE.pattern})")
+    return list(flags)
+
+
+def _check_transform(name, transform) -> str | None:
+    if transform is None:
+        return None
+    if transform not in TRANSFORMS:
+        raise VariantError(f"pathology '{name}': transform {transform!r} is not one of {list(TRANSFORMS)}")
+    return transform
 
 
 def _check_spec(name, spec) -> dict:
@@ -111,8 +187,14 @@ def _check_spec(name, spec) -> dict:
     if unknown:
         raise VariantError(
             f"pathology '{name}': unknown field(s) {unknown}; known: {sorted(SPEC_KEYS)}")
-    if name == BASE and (spec.get("macros") or spec.get("header")):
-        raise VariantError(f"pathology '{BASE}' is the base: it takes no macros and no header")
+    if name == BASE and any(spec.get(k) for k in ("macros", "header", "flags", "regs_cap", "transform", "sm_fraction")):
+        raise VariantError(f"pathology '{BASE}' is the base: it takes no macros, header, flags, "
+                           "regs_cap, transform or sm_fraction")
+    for key in ("generic",):
+        if spec.get(key) is not None and not isinstance(spec[key], bool):
+            raise VariantError(f"pathology '{name}': {key} must be true or false, got {spec[key]!r}")
+    if spec.get("unchanged_means") is not None and not isinstance(spec["unchanged_means"], str):
+        raise VariantError(f"pathology '{name}': unchanged_means must be a sentence")
     launches = spec.get("launches")
     if launches is not None and (isinstance(launches, bool) or not isinstance(launches, int) or launches < 1):
         raise VariantError(f"pathology '{name}': launches must be a whole number >= 1, got {launches!r}")

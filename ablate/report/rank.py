@@ -88,8 +88,9 @@ def rank(sweep=None, experiment=None, out=None, kernel=None):
         md += ["## Calibration", markdown(view)]
     if not unranked.empty:
         view = unranked[["pathology", "shape", "status"]].assign(
-            error=unranked["error"].fillna("").map(lambda e: e.strip().split("\n")[0][:120]))
-        sections += ["Not ranked (these jobs produced no valid measurement):", view.to_string(index=False)]
+            error=unranked["error"].fillna("").map(lambda e: e.strip().split("\n")[0][:240]))
+        sections += ["Not ranked (these jobs produced no valid measurement; not_applicable: a generic "
+                     "pathology that changes nothing in this kernel, and why):", view.to_string(index=False)]
         md += ["## Not ranked", markdown(view)]
     if static is not None:
         sections += ["Static analysis (variant against the base, same build):",

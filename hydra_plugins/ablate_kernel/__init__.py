@@ -1,17 +1,20 @@
 """Hydra search-path plugin: the chosen kernel's own configs join Hydra's config search path.
 
 ablate/job/plugins.py resolves `kernel=NAME` to its plugin folder before Hydra starts and sets
-ABLATE_KERNEL_CONF to that folder's conf/ (its kernel/, pathology/ and shape/ groups). A
+ABLATE_KERNEL_CONF to that folder's conf/ (its kernel/, pathology/ and shape/ groups), which
+joins the search path, followed by ablate's conf/generic/ (the generic pathologies). A
 search-path plugin, not `hydra.searchpath`, because Hydra's glob() sweeps list a group's
 options from the search path that plugins build, not from `hydra.searchpath`.
 """
 import os
+from pathlib import Path
 
 from hydra.core.config_search_path import ConfigSearchPath
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 from omegaconf import OmegaConf
 
 ENV = "ABLATE_KERNEL_CONF"
+GENERIC = Path(__file__).resolve().parents[2] / "conf" / "generic"  # ablate.paths.CONF / "generic"
 
 
 def _gpus():
@@ -32,3 +35,6 @@ class AblateKernelSearchPath(SearchPathPlugin):
         conf = os.environ.get(ENV)
         if conf:
             search_path.append(provider="ablate-kernel", path=f"file://{conf}")
+            # The generic pathologies every kernel gets, after the kernel's own configs: a
+            # kernel's conf/pathology/<name>.yaml of a generic pathology's name overrides it.
+            search_path.append(provider="ablate-generic", path=f"file://{GENERIC}")
