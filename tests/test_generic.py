@@ -267,3 +267,14 @@ def test_a_generic_pathology_that_changes_nothing_is_not_applicable_a_hand_writt
     hand = variant_from_cfg({"no_restrict": spec}, job.plugin.dir)
     assert not hand.generic
     assert any("SASS equals the base's" in p for p in fingerprint.check(hand, {"sass.ldg_nc": 0}, {"sass.ldg_nc": 1}, "x", "x"))
+
+
+def test_a_kernel_on_a_green_stream_keeps_the_kernels_attributes():
+    """The gate and the timing read the variant's spec and path through its OnStream."""
+    from ablate.gpu.green import OnStream
+
+    class Kernel:
+        spec, path = "the spec", "lib.so"
+
+    on = OnStream(Kernel(), torch_stream=None)
+    assert (on.spec, on.path, on.stream) == ("the spec", "lib.so", None)

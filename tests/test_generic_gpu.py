@@ -10,6 +10,8 @@ import pytest
 
 from ablate.gpu import green
 
+pytestmark = pytest.mark.gpu
+
 PROBE = r"""
 #include <cuda_runtime.h>
 __global__ void probe(int* smids) {

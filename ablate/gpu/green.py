@@ -129,6 +129,10 @@ class OnStream:
     def __init__(self, kernel, torch_stream):
         self.kernel, self.stream = kernel, torch_stream
 
+    def __getattr__(self, name):
+        """The kernel's own (spec, path, launch, ...): the gate and the timing read them."""
+        return getattr(self.kernel, name)
+
     def __call__(self, tensors, shape):
         import torch
 
