@@ -104,9 +104,11 @@ def cli(argv=None):
         sys.argv = [f"ablate {argv[0]}", *argv[1:]]
         sys.exit(getattr(__import__(module, fromlist=[function]), function)(argv[1:]))
     try:
+        argv = plugins.with_kernel_path(argv)  # ~ and relative folders, absolute before Hydra reads them
         plugins.choose(argv)
     except plugins.PluginError as e:
         sys.exit(f"ablate: {e}")
+    sys.argv = [sys.argv[0], *argv]  # what Hydra's main reads
     main()
 
 

@@ -23,8 +23,18 @@ def _gpus():
     return count()
 
 
+def _root():
+    """`${ablate_root:}` (conf/config.yaml's hydra.run.dir and hydra.sweep.dir): the project's
+    root, so that Hydra's logs land in its runs/ from whatever directory ablate is run."""
+    from ablate.paths import ROOT
+
+    return str(ROOT)
+
+
 if not OmegaConf.has_resolver("ablate_gpus"):
     OmegaConf.register_new_resolver("ablate_gpus", _gpus, use_cache=True)
+if not OmegaConf.has_resolver("ablate_root"):
+    OmegaConf.register_new_resolver("ablate_root", _root)
 
 
 class AblateKernelSearchPath(SearchPathPlugin):
