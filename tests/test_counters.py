@@ -285,17 +285,33 @@ def test_roofline_figure_and_speed_of_light_table(tmp_path):
 
 def test_peaks_are_measured_once_per_gpu_and_cached_with_their_command(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(peaks, "CACHE", tmp_path)
+    monkeypatch.setattr(peaks, "_cache_dir", [peaks.CACHE])
+    peaks.use_dir(tmp_path)  # the job's peaks_dir, as the worker sets it
     monkeypatch.setattr(peaks, "_uuid", lambda d: ("GPU-1234", "Some GPU"))
     monkeypatch.setattr(peaks, "copy_gbps", lambda d: calls.append("copy") or 3000.0)
     monkeypatch.setattr(peaks, "copies", lambda d: {"kernel": 3000.0})
     monkeypatch.setattr(peaks, "matmul_tflops", lambda d: calls.append("mm") or 600.0)
     pytest.importorskip("torch")
-    peaks.measured.cache_clear()
+    peaks._measured.cache_clear()
     first = peaks.measured(0)
-    peaks.measured.cache_clear()
+    peaks._measured.cache_clear()
     again = peaks.measured(0)
     assert calls == ["copy", "mm"] and first == again
     saved = json.loads((tmp_path / "GPU-1234.json").read_text())
     assert saved["copy_gbps"] == 3000.0 and saved["matmul_tflops"] == 600.0 and saved["command"] and saved["date"]
-    peaks.measured.cache_clear()
+    peaks._measured.cache_clear()
+
+
+def test_the_ceilings_are_cached_beside_the_runs_build_dir_not_in_the_checkout(tmp_path):
+    """peaks_dir: null puts the cache beside build.dir (runs/peaks for runs/build), so a run
+    given other folders writes nothing into the checkout; peaks_dir=... names its own."""
+    from ablate.job import plugins
+    from ablate.job.job import make_job
+
+    job = make_job(plugins.compose("rmsnorm", ["pathology=none"]))
+    assert job.peaks_dir == Path(__file__).resolve().parents[1] / "runs" / "peaks"
+    job = make_job(plugins.compose("rmsnorm", ["pathology=none", f"build.dir={tmp_path / 'x' / 'build'}"]))
+    assert job.peaks_dir == tmp_path / "x" / "peaks"
+    assert job.wire("b.so", "v.so")["peaks_dir"] == str(tmp_path / "x" / "peaks")
+    job = make_job(plugins.compose("rmsnorm", ["pathology=none", f"peaks_dir={tmp_path / 'p'}"]))
+    assert job.peaks_dir == tmp_path / "p"

@@ -8,7 +8,8 @@
 
 Both are timed under ablate.gpu.timing's protocol (CUDA-graph replay of >= min_sample_us, the
 median of the samples) and measured once per GPU: the first job that needs them measures
-both and caches them in runs/peaks/<GPU uuid>.json, with the date, the GPU, torch and the
+both and caches them in <peaks dir>/<GPU uuid>.json (the job's `peaks_dir`: beside its build.dir
+by default, runs/peaks for runs/build; `use_dir`), with the date, the GPU, torch and the
 command that measured them; `python -m ablate.gpu.peaks` measures them again (and prints them).
 Datasheet numbers would flatter every kernel on a card that cannot reach them; these are
 what this card does.
@@ -20,7 +21,15 @@ import sys
 
 from ablate.paths import RUNS
 
-CACHE = RUNS / "peaks"
+CACHE = RUNS / "peaks"  # the default; a job's own through use_dir (its peaks_dir)
+_cache_dir = [CACHE]
+
+
+def use_dir(folder) -> None:
+    """Cache the ceilings in `folder` from now on in this process (None: the default)."""
+    from pathlib import Path
+
+    _cache_dir[0] = Path(folder) if folder else CACHE
 
 COPY_BYTES = 1 << 30
 MATMUL_N = 8192
@@ -76,6 +85,13 @@ def peak(bound, device_index=0):
     return "peak_tflops", measured(device_index)["matmul_tflops"], "TFLOP/s"
 
 
+def measured(device_index=0, again=False, command="the first ablate job on this GPU"):
+    """Both ceilings of the GPU, from its cache file in the folder of `use_dir`, measured and
+    written when there is none (or `again`): {"gpu", "uuid", "copy_gbps", "copies",
+    "matmul_tflops", "date", "command", "torch"}."""
+    return _measured(device_index, again, command, _cache_dir[0])
+
+
 def _uuid(device_index):
     import torch
 
@@ -84,13 +100,11 @@ def _uuid(device_index):
 
 
 @functools.cache
-def measured(device_index=0, again=False, command="the first ablate job on this GPU"):
-    """Both ceilings of the GPU, from its cache file, measured and written when there is none
-    (or `again`): {"gpu", "uuid", "copy_gbps", "copies", "matmul_tflops", "date", "command", "torch"}."""
+def _measured(device_index, again, command, folder):
     import torch
 
     uuid, name = _uuid(device_index)
-    path = CACHE / f"{uuid}.json"
+    path = folder / f"{uuid}.json"
     if path.is_file() and not again:
         return json.loads(path.read_text())
     out = {"gpu": name, "uuid": uuid, "copy_gbps": copy_gbps(device_index), "copies": copies(device_index),
@@ -103,9 +117,12 @@ def measured(device_index=0, again=False, command="the first ablate job on this 
 
 
 def main(argv=None):
-    """`python -m ablate.gpu.peaks [DEVICE]`: measure both ceilings of a GPU again and cache them."""
+    """`python -m ablate.gpu.peaks [DEVICE] [DIR]`: measure both ceilings of a GPU again and
+    cache them (in DIR, default runs/peaks)."""
     argv = sys.argv[1:] if argv is None else argv
     device = int(argv[0]) if argv else 0
+    if len(argv) > 1:
+        use_dir(argv[1])
     print(json.dumps(measured(device, again=True, command="python -m ablate.gpu.peaks " + " ".join(argv)), indent=1))
     return 0
 

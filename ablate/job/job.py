@@ -44,6 +44,17 @@ class Job:
         return self.cfg.build
 
     @property
+    def peaks_dir(self) -> Path:
+        """Where the GPU's measured ceilings are cached: cfg.peaks_dir, else beside build.dir
+        (relative paths relative to the project root, as build.dir's)."""
+        from ablate.paths import ROOT
+
+        given = OmegaConf.select(self.cfg, "peaks_dir", default=None)
+        if given:
+            return (ROOT / Path(str(given)).expanduser()).resolve()
+        return (ROOT / str(self.build.dir)).resolve().parent / "peaks"
+
+    @property
     def experiment(self) -> str:
         """The MLflow experiment: kernel.experiment, else the kernel's name."""
         return str(OmegaConf.select(self.cfg, "kernel.experiment", default=None) or self.kernel)
@@ -57,7 +68,7 @@ class Job:
         """What a process of the GPU half needs of the job, as JSON-able data."""
         return {"kernel_dir": str(self.plugin.dir), "base_so": str(base_lib), "variant_so": str(variant_lib),
                 "shape": self.shape, "peers": list(self.peers), "launches": self.variant.launches,
-                "bench": self.bench}
+                "bench": self.bench, "peaks_dir": str(self.peaks_dir)}
 
 
 def make_job(cfg, shape_name=None) -> Job:

@@ -207,6 +207,7 @@ def run(args, argv):
     from ablate.build.library import Kernel
 
     kernel = Kernel(build_base(job), plugin.spec)
+    peaks.use_dir(job.peaks_dir)
     before = gpu_state_now()
     ceiling = peaks.peak(plugin.spec.BOUND, torch.cuda.current_device())
     header = header_lines(plugin, cfg.bench, before, ceiling)
