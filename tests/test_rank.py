@@ -135,6 +135,32 @@ def test_static_table_beside_the_ranking(store, tmp_path):
     assert "Fingerprint FAIL, fp32_accum: fp32_accum: fingerprint sass.hmma_f16: zero does not hold" in text
 
 
+def test_a_static_sweep_of_other_plugin_sources_is_never_shown_beside_a_ranking(tmp_path, monkeypatch, project_root):
+    """Two sweeps at one ablate commit but of different plugin code (the user's kernel changed
+    between them) are not paired: one line says why there is no static table."""
+    from ablate.job import plugins
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    static = [("none", "s512", {"status": "static", "params": {}, "metrics": BASE_STATIC, "artifacts": {},
+                                "error": None})]
+    real = tracking.plugin_provenance
+    monkeypatch.setattr(tracking, "plugin_provenance", lambda p: {**real(p), "plugin_sources": "0123456789abcdef"})
+    sweep("2025-05-01/10-00-00", "static", static, project_root)
+    monkeypatch.setattr(tracking, "plugin_provenance", real)
+    sweep("2025-05-01/11-00-00", "gpu", [("none", "s512", timed(1.0)), ("no_swizzle", "s512", timed(1.3))],
+          project_root)
+    digest = plugins.load("attention").sources_digest()
+    text = rank.rank(out=tmp_path)
+    assert "Static analysis" not in text
+    assert (f"The static sweep 2025-05-01/10-00-00 at this commit ran other sources of the kernel's plugin "
+            f"(plugin_sources 0123456789abcdef, this one's {digest}): not shown beside it.") in text
+    assert f"plugin sources {digest}," in text.splitlines()[0]
+    sweep("2025-05-01/12-00-00", "static", static, project_root)  # the same sources: paired
+    text = rank.rank(sweep="2025-05-01/11-00-00", out=tmp_path)
+    assert "Beside it, sweep 2025-05-01/12-00-00" in text and "Static analysis" in text
+    assert "not shown beside it" not in text
+
+
 def test_another_sweep_by_id(store, tmp_path):
     rank.rank(out=tmp_path)
     assert (tmp_path / "plots" / "heatmap.png").exists()

@@ -103,6 +103,10 @@ def test_sweep_round_trip(mlflow_store, tmp_path, project_root):
     assert params["cuda"] == "13.0" and params["torch"] == "2.11.0" and params["nvcc"] == "13.0.48"
     assert params["arch"] == "sm_90"  # the worker's resolved arch wins over the config's `auto`
     assert params["git_commit"] == tracking.git_commit()
+    plugin = plugins.load("attention")  # the plugin's own provenance (test_plugin_provenance)
+    assert params["plugin_sources"] == plugin.sources_digest() == tags["plugin_sources"]
+    assert params["plugin_dir"] == str(plugin.dir) and params["plugin_git_commit"].startswith(
+        tracking.git_commit().removesuffix("-dirty"))
     assert run.data.metrics == pytest.approx(ok_result().metrics)
     assert artifacts(client, child) == ["config.yaml", "ptxas.log", "result.json", "variant_info.json"]
     assert OmegaConf.create(text_artifact(client, child, "config.yaml", tmp_path)) == cfg
@@ -233,6 +237,42 @@ def test_git_commit(tmp_path, monkeypatch):
     assert tracking.git_commit(tmp_path) == head
     (tmp_path / "f.txt").write_text("b")
     assert tracking.git_commit(tmp_path) == head + "-dirty"
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_plugin_provenance(tmp_path, monkeypatch):
+    """A job logs the hash of its plugin's sources (what it builds, its spec, its yamls; no
+    cache or editor file) and the commit of the repository its folder lies in, dirty only for
+    changes inside that folder."""
+    from ablate.tools import new_kernel
+
+    monkeypatch.delenv("ABLATE_GIT_COMMIT", raising=False)
+    folder = new_kernel.write("prov_kernel", tmp_path / "repo" / "kernels")
+    plugin = plugins.load_dir(folder)
+    names = [p.relative_to(folder).as_posix() for p in plugin.sources()]
+    assert names == ["base/prov_kernel.cu", "conf/kernel/prov_kernel.yaml", "conf/pathology/scalar_loads.yaml",
+                     "conf/shape/n16m.yaml", "patches/scalar_loads.cuh", "spec.py"]
+    first = tracking.plugin_provenance(plugin)
+    assert first == {"plugin_sources": plugin.sources_digest(), "plugin_git_commit": "none", "plugin_dir": str(folder)}
+    (folder / "__pycache__").mkdir()
+    (folder / "__pycache__" / "spec.cpython-311.pyc").write_bytes(b"x")
+    (folder / ".spec.py.swp").write_text("x")
+    (folder / "notes.txt").write_text("x")
+    assert plugin.sources_digest() == first["plugin_sources"]
+    git = lambda *a: subprocess.run(["git", "-C", str(tmp_path / "repo"), *a], check=True,  # noqa: E731
+                                    capture_output=True, text=True)
+    git("init", "-q")
+    git("add", "kernels/prov_kernel/spec.py", "kernels/prov_kernel/base", "kernels/prov_kernel/conf",
+        "kernels/prov_kernel/patches")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    head = git("rev-parse", "HEAD").stdout.strip()
+    (folder / "notes.txt").unlink()
+    (tmp_path / "repo" / "elsewhere.txt").write_text("not the plugin's")
+    assert tracking.plugin_provenance(plugin)["plugin_git_commit"] == head
+    patch = folder / "patches" / "scalar_loads.cuh"
+    patch.write_text(patch.read_text() + "// changed\n")
+    now = tracking.plugin_provenance(plugin)
+    assert now["plugin_git_commit"] == head + "-dirty" and now["plugin_sources"] != first["plugin_sources"]
 
 
 def test_a_relative_sqlite_uri_keeps_its_query(monkeypatch):

@@ -26,6 +26,7 @@ hydra_plugins/ablate_kernel adds it to Hydra's config search path. `pathology=gl
 built against another kernel's base.
 """
 import functools
+import hashlib
 import importlib.util
 import os
 import re
@@ -68,6 +69,9 @@ OPTIONAL = {
                 "(default: true when the library has one config)",
 }
 BOUNDS = ("memory", "compute")
+# A plugin's files that its provenance hash covers (Plugin.sources): sources and headers (those
+# ablate.build.compile hashes into a library), Python, yamls.
+SOURCE_SUFFIXES = {".h", ".hh", ".hpp", ".cuh", ".cu", ".inc", ".c", ".cc", ".cpp", ".py", ".yaml", ".yml"}
 
 
 class PluginError(ValueError):
@@ -93,6 +97,25 @@ class Plugin:
         if hasattr(self.spec, "label"):
             return self.spec.label(shape)
         return " ".join(f"{k}={v}" for k, v in shape.items())
+
+    def sources(self) -> list[Path]:
+        """What of the folder makes the kernel what it is: every file that goes into its build
+        (the source and every header beside it, as ablate.build.compile hashes them), its
+        Python (spec.py and whatever it imports beside it) and its yamls (conf/, links
+        followed); caches, hidden files and anything else left out."""
+        out = []
+        for top, dirs, files in os.walk(self.dir, followlinks=True):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+            out += [Path(top) / f for f in files if not f.startswith(".") and Path(f).suffix in SOURCE_SUFFIXES]
+        return sorted(out, key=lambda p: p.relative_to(self.dir).as_posix())
+
+    def sources_digest(self) -> str:
+        """16 hex digits of a hash of `sources()` (names relative to the folder, and contents):
+        two jobs of one digest ran the same plugin code, wherever its folder lay."""
+        h = hashlib.sha256()
+        for path in self.sources():
+            h.update(path.relative_to(self.dir).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+        return h.hexdigest()[:16]
 
     def options(self, group: str) -> list[str]:
         """The kernel's configs in `group` (pathology, shape), with ablate's own (the base)."""

@@ -12,8 +12,9 @@ never ranked; calibrations (whose true effect is known: `make calibrate`) get a 
 their own, which says whether each interval covers the truth. A static sweep gives the
 static table: each pathology's registers, shared
 memory, spills, occupancy and SASS instruction classes against the base's. When the sweep
-has only one kind, the latest sweep of the other kind at the same git commit is shown
-beside it. Writes rank.csv (one row per job), rank.md and plots/ beside the sqlite store
+has only one kind, the latest sweep of the other kind at the same git commit and of the same
+plugin sources (the hash of the kernel plugin's files, tag plugin_sources) is shown beside it;
+one line says so when the latest of that kind at the commit ran other plugin sources. Writes rank.csv (one row per job), rank.md and plots/ beside the sqlite store
 (runs/ by default).
 """
 import argparse
@@ -195,14 +196,16 @@ def read_store(sweep, experiment=None, kernel=None):
     sweeps = sweeps[sweeps["experiment_id"] == experiment_id]
     jobs = load_jobs(experiment_id, chosen)
     titles = [header(chosen, jobs, uri)]
-    other = None
+    other, note = None, None
     if not (jobs["status"] == "static").any():
-        other = companion(experiment_id, sweeps, chosen, "static")
+        other, note = companion(experiment_id, sweeps, chosen, "static")
     elif not (jobs["status"] == "ok").any():
-        other = companion(experiment_id, sweeps, chosen, "ok")
+        other, note = companion(experiment_id, sweeps, chosen, "ok")
     if other is not None:
         titles.append(header(*other, lead="Beside it, sweep"))
         jobs = pd.concat([jobs, other[1]], ignore_index=True)
+    if note:
+        titles.append(note)
     return uri, titles, jobs
 
 
@@ -245,14 +248,29 @@ def load_jobs(experiment_id, sweep):
 
 
 def companion(experiment_id, sweeps, chosen, status):
-    """(sweep, jobs) of the latest other sweep at the same commit that has jobs of `status`."""
-    commit = chosen.get("tags.git_commit")
+    """((sweep, jobs) of the latest other sweep at the same commit and of the same plugin
+    sources that has jobs of `status`, or None; a line saying why none is shown when the
+    latest such sweep at the commit ran other plugin sources, else None)."""
+    commit, sources = chosen.get("tags.git_commit"), _sources(chosen)
+    note = None
     for _, s in sweeps.iterrows():
-        if s["run_id"] != chosen["run_id"] and s.get("tags.git_commit") == commit:
-            jobs = load_jobs(experiment_id, s)
-            if (jobs["status"] == status).any():
-                return s, jobs
-    return None
+        if s["run_id"] == chosen["run_id"] or s.get("tags.git_commit") != commit:
+            continue
+        jobs = load_jobs(experiment_id, s)
+        if not (jobs["status"] == status).any():
+            continue
+        if _sources(s) == sources:
+            return (s, jobs), None
+        note = note or (f"The {'static' if status == 'static' else 'timed'} sweep {s.get('tags.sweep_id')} at this "
+                        f"commit ran other sources of the kernel's plugin (plugin_sources {_sources(s) or 'unknown'}, "
+                        f"this one's {sources or 'unknown'}): not shown beside it.")
+    return None, note
+
+
+def _sources(sweep):
+    """A sweep's plugin_sources tag (None for a sweep logged before ablate recorded it)."""
+    value = sweep.get("tags.plugin_sources")
+    return value if isinstance(value, str) else None
 
 
 def header(sweep, jobs, uri=None, lead="Sweep"):
@@ -262,7 +280,8 @@ def header(sweep, jobs, uri=None, lead="Sweep"):
     kernel = f"kernel {kernel}, " if isinstance(kernel, str) else ""
     return (f"{lead} {sweep.get('tags.sweep_id')} "
             f"({kernel}mode {sweep.get('tags.mode')}, commit {sweep.get('tags.git_commit')}, "
-            f"{sweep['status'].lower()}; jobs: {counts})" + (f"\nstore: {uri}" if uri else "")
+            + (f"plugin sources {_sources(sweep)}, " if _sources(sweep) else "")
+            + f"{sweep['status'].lower()}; jobs: {counts})" + (f"\nstore: {uri}" if uri else "")
             + mixed_gpus(jobs))
 
 

@@ -87,20 +87,40 @@ def experiment_id(client, name, uri):
     return exp.experiment_id
 
 
-def git_commit(root=ROOT):
-    """HEAD's commit, with `-dirty` when the work tree has changes. Outside a checkout (a
-    copy of the tree shipped to a GPU machine), $ABLATE_GIT_COMMIT if set, else "unknown"."""
-    shipped = os.environ.get("ABLATE_GIT_COMMIT", "unknown")
+def git_commit(root=ROOT, shipped=None, only=None, counts=lambda line: True):
+    """HEAD's commit, with `-dirty` when the work tree has changes (under the folder `only`
+    when given; those of `git status --porcelain` lines that `counts`). Outside a checkout (a
+    copy of the tree shipped to a GPU machine), `shipped`: by default $ABLATE_GIT_COMMIT if
+    set, else "unknown"."""
+    shipped = os.environ.get("ABLATE_GIT_COMMIT", "unknown") if shipped is None else shipped
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"],
                               capture_output=True, text=True, timeout=30)
         if head.returncode != 0:
             return shipped
-        changes = subprocess.run(["git", "-C", str(root), "status", "--porcelain"],
+        changes = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
+                                  *(["--untracked-files=all", "--", str(only)] if only else [])],
                                  capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return shipped
-    return head.stdout.strip() + ("-dirty" if changes.stdout.strip() else "")
+    dirty = any(counts(line) for line in changes.stdout.splitlines() if line.strip())
+    return head.stdout.strip() + ("-dirty" if dirty else "")
+
+
+def plugin_provenance(plugin):
+    """What says which code of the kernel's plugin ran: `plugin_sources`, the hash of its
+    sources (ablate.job.plugins.Plugin.sources: what it builds, its spec, its yamls), and
+    `plugin_git_commit`, the commit of the repository its folder lies in, `-dirty` when a
+    tracked file of the folder changed or one of its sources is untracked ("none" outside a
+    repository; a cache or an editor's file left untracked there does not count)."""
+    sources = {p.name for p in plugin.sources()}
+
+    def counts(line):  # `?? path` is untracked: only a source file makes the folder dirty
+        return not line.startswith("??") or Path(line[3:].strip().strip('"')).name in sources
+
+    return {"plugin_sources": plugin.sources_digest(),
+            "plugin_git_commit": git_commit(plugin.dir, shipped="none", only=plugin.dir, counts=counts),
+            "plugin_dir": str(plugin.dir)}
 
 
 def sweep_id(sweep_dir):
@@ -130,6 +150,12 @@ def start_sweep(cfg, sweep_dir):
     if overrides:
         tags["overrides"] = " ".join(overrides)[:MAX_TAG_LEN]
     tags["kernel"] = str(OmegaConf.select(cfg, "kernel.name", default="unknown"))
+    try:
+        from ablate.job import plugins
+
+        tags.update(plugin_provenance(plugins.of(cfg)))  # rank pairs sweeps of one plugin's sources only
+    except Exception as e:  # the jobs log theirs; the sweep still starts
+        log.warning("MLflow: the plugin's provenance could not be read for the sweep's run: %s", e)
     run = client.create_run(experiment_id(client, experiment_name(cfg), uri), tags=tags, run_name=sid)
     log.info("MLflow: sweep %s is run %s in %s", sid, run.info.run_id, uri)
     return run.info.run_id
@@ -214,6 +240,7 @@ def job_params(job, result):
         "mode": "static" if result.status == "static" else job.mode,
         "arch": str(OmegaConf.select(job.cfg, "build.arch", default="unknown")),
         "git_commit": git_commit(),
+        **plugin_provenance(job.plugin),
     }
     for k, v in OmegaConf.to_container(job.cfg.shape, resolve=True).items():
         params[f"shape.{k}"] = v
@@ -229,6 +256,7 @@ def job_tags(job, result, params, client, parent_run_id):
         "variant": params["pathology"],
         "mode": params["mode"],
         "git_commit": params["git_commit"],
+        "plugin_sources": params["plugin_sources"],
     }
     if result.error:
         tags["error"] = str(result.error)[:500]
