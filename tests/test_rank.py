@@ -232,6 +232,39 @@ def test_calibrations_get_a_table_that_says_whether_the_truth_is_covered(tmp_pat
     assert " reps " in ranking and "precision" in ranking  # what the interval stands on
 
 
+def test_a_calibration_sweep_alone_is_not_an_empty_sweep(tmp_path, monkeypatch, project_root):
+    """`make calibrate` times only the calibrations: rank shows their table and nothing that
+    says the sweep is empty."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    parent = tracking.start_sweep(job_cfg("none", "r16k_h8k", "gpu", ("rmsnorm", "rmsnorm_fwd")),
+                                  project_root / "runs/hydra/multirun/2025-03-02/10-00-00")
+    log_cfg(calibration_cfg("twice", "r16k_h8k", 2.0), replicated(1.998, 1.995, 2.004), parent)
+    log_cfg(calibration_cfg("no_effect", "r16k_h8k", 1.0), replicated(1.0, 0.998, 1.002), parent)
+    tracking.end_sweep(parent, "FINISHED")
+    text = rank.rank(out=tmp_path)
+    assert "2 of 2 intervals cover the truth" in text
+    assert "no jobs logged" not in text and "Nothing to rank" not in text
+
+
+def test_a_static_sweep_alone_says_what_to_run_next_and_the_arch_of_its_occupancy(tmp_path, monkeypatch,
+                                                                                   project_root):
+    """`make rank` after `make static` (no GPU, no timed sweep at the commit): the static table
+    with the arch its occupancy is for, and one line saying a timed sweep needs a GPU."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    sweep("2025-06-01/10-00-00", "static", [
+        ("none", "s512", {"status": "static", "params": {}, "metrics": BASE_STATIC, "artifacts": {}, "error": None}),
+        ("tiny_blocks", "s512", {"status": "static", "params": {"arch": "sm_90"}, "artifacts": {}, "error": None,
+                                 "metrics": {**BASE_STATIC, **STATIC_CHANGES["tiny_blocks"]}}),
+        ("no_swizzle", "s512", {"status": "static", "params": {"fingerprint_notes": "no_swizzle: masked in it"},
+                                "metrics": BASE_STATIC, "artifacts": {}, "error": None})], project_root)
+    text = rank.rank(out=tmp_path)
+    assert "Fingerprint overlap, no_swizzle: no_swizzle: masked in it" in text
+    assert "Static analysis (variant against the base, same build; occupancy for sm_90):" in text
+    assert rank.NOT_TIMED in text and "a timed sweep on a GPU: `make sweep`" in rank.NOT_TIMED
+    assert "no jobs logged" not in text
+    assert "occupancy for sm_90" in (tmp_path / "rank.md").read_text()
+
+
 def test_compare_two_sweeps(tmp_path, monkeypatch, project_root, capsys):
     """The same jobs in two sweeps: each slowdown with both intervals, and the jobs whose
     intervals do not overlap flagged."""

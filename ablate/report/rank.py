@@ -36,6 +36,9 @@ from ablate.sweep.tracking import ROOT, sqlite_path, tracking_uri
 
 STATIC = ["regs", "smem_bytes", "spill_bytes", "threads_per_block", "occupancy_blocks", "occupancy_warps"]
 TIMED = ["base_us", "variant_us", "slowdown", "slowdown_lo", "slowdown_hi", "significant"]
+NOT_TIMED = ("Nothing to rank by slowdown: no timed job at this commit, only the static analysis above "
+             "(the binaries: registers, shared memory, occupancy, SASS, fingerprints). Slowdowns need a timed "
+             "sweep on a GPU: `make sweep` (ablate -m 'pathology=glob(*)') there, then `make rank`.")
 RANKING_TITLE = ("Ranking (slowdown = variant time / base time; 95% interval over the job's replicates, "
                  "significant = beyond 1 +- bench.min_effect):")
 
@@ -92,11 +95,14 @@ def rank(sweep=None, experiment=None, out=None, kernel=None):
         sections += ["Not ranked (these jobs produced no valid measurement):", view.to_string(index=False)]
         md += ["## Not ranked", markdown(view)]
     if static is not None:
-        sections += ["Static analysis (variant against the base, same build):",
+        sections += [f"Static analysis (variant against the base, same build; occupancy for {static_arch(jobs)}):",
                      static.drop(columns="sass changes").to_string(index=False), sass_lines(static, jobs)]
-        md += ["## Static analysis", markdown(static)]
-    if ranked.empty and unranked.empty and static is None:
-        sections.append("The sweep has no jobs logged.")
+        md += [f"## Static analysis (occupancy for {static_arch(jobs)})", markdown(static)]
+    if ranked.empty and calibrations.empty:
+        if static is not None:
+            sections.append(NOT_TIMED)
+        elif unranked.empty:
+            sections.append("The sweep has no jobs logged.")
 
     db = sqlite_path(uri)
     out = Path(out) if out else (db.resolve().parent if db is not None else ROOT / "runs")
@@ -239,7 +245,9 @@ def load_jobs(experiment_id, sweep):
         "counters": col("params.counters"),           # the counter rules that applied (profile.py)
         "counters_verdict": col("params.counters_verdict"),
         "gpu": col("params.gpu"),
+        "arch": col("params.arch"),  # what the binaries were built for (static: the occupancy's)
         "error": col("tags.error"),
+        "fingerprint_notes": col("params.fingerprint_notes"),  # a combination's overlaps (fingerprint.py)
         "start_time": runs.get("start_time"),
     })
     metrics = runs[sorted(c for c in runs.columns if c.startswith("metrics."))]
@@ -410,6 +418,12 @@ def static_table(jobs, order):
     return pd.DataFrame(rows)
 
 
+def static_arch(jobs):
+    """The arch(es) the static jobs were built for, which their occupancy is computed for."""
+    archs = jobs.loc[jobs["status"] == "static", "arch"].dropna().unique() if "arch" in jobs else []
+    return ", ".join(sorted(map(str, archs))) or "an arch not logged"
+
+
 def sass_lines(static, jobs):
     """The SASS changes per pathology, and why each failing fingerprint failed."""
     lines = ["SASS instruction classes that changed:"]
@@ -418,6 +432,9 @@ def sass_lines(static, jobs):
     errors = (jobs[jobs["status"] == "static"].drop_duplicates("pathology", keep="last")
               .set_index("pathology")["error"].fillna(""))
     lines += [f"Fingerprint FAIL, {n}: {errors.get(n) or '(no reason logged)'}" for n in failed]
+    notes = (jobs[jobs["status"] == "static"].drop_duplicates("pathology", keep="last")
+             .set_index("pathology")["fingerprint_notes"].dropna())
+    lines += [f"Fingerprint overlap, {n}: {text}" for n, text in notes.items() if n in set(static["pathology"])]
     return "\n".join(lines)
 
 
