@@ -176,3 +176,17 @@ def test_the_tools_find_a_plugin_on_the_kernel_path(tool, tmp_path, monkeypatch)
         module.main(["--kernel", "far_kernel", "--kernel-path", "~/kernels", "--sanitizer", "/bin/true"]
                     if tool == "sanitize" else ["--kernel", "far_kernel", "--kernel-path", "~/kernels"])
     assert "unknown kernel" not in str(e.value) and "GPU" in str(e.value)
+
+
+def test_help_says_how_to_pick_a_kernel_static_mode_and_a_kernel_path():
+    """`ablate --help` lists the default kernel's groups: it says so, names the other kernels,
+    and says how to pick one, how to run without a GPU and where plugins of one's own go."""
+    run = lambda *a: subprocess.run([sys.executable, "-m", "ablate", *a, "--help"], cwd=ROOT,  # noqa: E731
+                                    capture_output=True, text=True, timeout=300)
+    text = run().stdout
+    for needle in ("kernel=NAME", "attention, attention_hopper, rmsnorm", "the groups below are attention's",
+                   "kernel=NAME --help", "kernel_path=[DIR,...]", "ABLATE_KERNEL_PATH", "mode=static",
+                   "new-kernel NAME DIR", "pathology: divergent_branches"):
+        assert needle in text, needle
+    text = run("kernel=rmsnorm").stdout
+    assert "the groups below are rmsnorm's" in text and "pathology: atomic_reduce" in text
