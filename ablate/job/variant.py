@@ -27,6 +27,10 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 MACRO_NAME_RE = re.compile(r"^ABLATE_[A-Z0-9_]+$")
 MACRO_VALUE_RE = re.compile(r"^[A-Za-z0-9_]*$")
 SEAM_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+ABLATE_SEAM_([A-Z0-9_]+)\b", re.M)
+# What makes a pathology's build differ from the base's: a pathology other than the base (and
+# a calibration, whose `truth` says what it is) must have one, or it is refused before anything
+# is built (it would measure the base against itself and read as a pathology).
+BUILD_FIELDS = ("macros", "header")
 SPEC_KEYS = {"header", "macros", "seam", "mechanism", "expected", "fingerprint", "counters", "launches", "truth"}
 
 
@@ -113,6 +117,9 @@ def _check_spec(name, spec) -> dict:
             f"pathology '{name}': unknown field(s) {unknown}; known: {sorted(SPEC_KEYS)}")
     if name == BASE and (spec.get("macros") or spec.get("header")):
         raise VariantError(f"pathology '{BASE}' is the base: it takes no macros and no header")
+    if name != BASE and spec.get("truth") is None and not any(spec.get(k) for k in BUILD_FIELDS):
+        raise VariantError(f"pathology '{name}': no {' and no '.join(BUILD_FIELDS)}: it would build the base "
+                           "again; give it macros (-D, for a seam of the base to read) or a header (its patch)")
     launches = spec.get("launches")
     if launches is not None and (isinstance(launches, bool) or not isinstance(launches, int) or launches < 1):
         raise VariantError(f"pathology '{name}': launches must be a whole number >= 1, got {launches!r}")
