@@ -62,6 +62,11 @@ def main(cfg):
     from ablate.sweep import tracking
 
     job = validated(cfg)
+    if not parent_run_id():  # a sweep's callback checked the store before anything was built
+        try:
+            tracking.check_store(cfg)
+        except tracking.StoreError as e:
+            raise SystemExit(f"ablate: {e}") from None
     try:
         out = run_job(job)
     except Exception as e:  # recorded, never raised: the sweep goes on

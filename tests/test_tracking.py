@@ -1,9 +1,11 @@
 """MLflow tracking on a temporary store: a sweep's parent and child runs read back with
 MlflowClient, failed jobs logged with their status, and a bad value that costs only itself."""
 import json
+import os
 import logging
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -189,6 +191,40 @@ def test_unreadable_store_keeps_the_result(tmp_path, monkeypatch, caplog):
     assert len(saved) == 1
     assert json.loads(saved[0].read_text())["result"] == ok_result().to_dict()
     assert db.read_bytes() == b"this is not a sqlite database" * 100  # never overwritten
+
+
+def test_a_store_whose_folder_cannot_be_made_keeps_the_result_in_runs_unlogged(tmp_path, monkeypatch, caplog):
+    """sqlite:////proc/x/mlflow.db: no run, no unlogged/ beside it either; the result lands in
+    the project's runs/unlogged/ (as the README promises), not only in the log."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////proc/x/mlflow.db")
+    monkeypatch.setattr(tracking, "UNLOGGED", tmp_path / "runs" / "unlogged")
+    with caplog.at_level(logging.ERROR, logger="ablate.sweep.tracking"):
+        assert tracking.log_job(job_of(["no_swizzle"]), ok_result()) is None
+    saved = list((tmp_path / "runs" / "unlogged").glob("*no_swizzle@s512.json"))
+    assert len(saved) == 1 and json.loads(saved[0].read_text())["result"] == ok_result().to_dict()
+    assert f"the result is saved in {saved[0]}" in caplog.text
+    with pytest.raises(tracking.StoreError, match=r"^the MLflow store sqlite:////proc/x/mlflow.db cannot be "
+                                                  r"written: No such file or directory: /proc/x$"):
+        tracking.check_store()
+
+
+def test_a_sweep_on_a_store_that_cannot_be_written_stops_before_anything(tmp_path, project_root):
+    """Refused up front in one line (it used to warn from inside Hydra's callbacks, then run
+    every job); nothing built."""
+    from ablate.tools import new_kernel
+
+    new_kernel.write("store_kernel", tmp_path / "kernels")
+    env = {**os.environ, "MLFLOW_TRACKING_URI": "sqlite:////proc/x/mlflow.db"}
+    for sweep in ([], ["-m", "pathology=glob(*)"]):
+        proc = subprocess.run([sys.executable, "-m", "ablate", *sweep, "kernel=store_kernel",
+                               f"kernel_path=[{tmp_path / 'kernels'}]", "mode=static",
+                               f"build.dir={tmp_path / 'build'}", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                               f"hydra.run.dir={tmp_path / 'run'}"],
+                              cwd=project_root, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr and "Warning" not in proc.stderr
+        assert proc.stderr.strip().splitlines()[-1] == ("ablate: the MLflow store sqlite:////proc/x/mlflow.db "
+                                                        "cannot be written: No such file or directory: /proc/x")
+        assert not (tmp_path / "build").exists()
 
 
 def test_runs_are_added_never_replaced(mlflow_store):

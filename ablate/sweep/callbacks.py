@@ -59,6 +59,10 @@ class SweepSetup(Callback):
             jobs = jobs_of_sweep(config)
         except ValueError as e:
             raise SystemExit(f"ablate: {e}") from None
+        try:  # a store that cannot be written stops the sweep here too, before anything is built
+            tracking.check_store(config)
+        except tracking.StoreError as e:
+            raise SystemExit(f"ablate: {e}") from None
         plugin = jobs[0].plugin
         variants = variants_of_sweep(jobs)
         if jobs[0].base.name not in [v.name for v in variants]:  # every job is timed against the base
@@ -69,6 +73,10 @@ class SweepSetup(Callback):
         # The parent run first: a store that cannot be written stops the sweep right here.
         try:
             self.run_id = tracking.start_sweep(config, config.hydra.sweep.dir)
+        except Exception as e:  # raised, Hydra would only warn and go on with every job
+            self._stop_server()
+            raise SystemExit(f"ablate: MLflow: cannot create the sweep's run in {tracking.tracking_uri(config)}: "
+                             f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
         except BaseException:
             self._stop_server()
             raise

@@ -29,6 +29,32 @@ os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
 from ablate.paths import ROOT
 DEFAULT_URI = "sqlite:///runs/mlflow.db"
+UNLOGGED = ROOT / "runs" / "unlogged"  # a result whose logging failed, where its store's folder cannot take it
+
+
+class StoreError(RuntimeError):
+    """An MLflow store that cannot be written: a one-line message, before anything runs."""
+
+
+def check_store(cfg=None):
+    """The tracking URI, once its store is known writable; StoreError saying why not. A sqlite
+    store's folder must exist or be made, and it and the file (where there is one) must be
+    writable; a server is checked by creating the sweep's run (start_sweep)."""
+    raw = os.environ.get("MLFLOW_TRACKING_URI") or OmegaConf.select(cfg, "mlflow.tracking_uri", default=None) \
+        if cfg is not None else os.environ.get("MLFLOW_TRACKING_URI")
+    try:
+        uri = tracking_uri(cfg)
+    except OSError as e:
+        raise StoreError(f"the MLflow store {raw or DEFAULT_URI} cannot be written: "
+                         f"{e.strerror or e}: {e.filename or ''}".rstrip(": ")) from None
+    path = sqlite_path(uri)
+    if path is not None:
+        path = path.resolve()
+        unwritable = [p for p in (path.parent, path) if p.exists() and not os.access(p, os.W_OK)]
+        if unwritable:
+            raise StoreError(f"the MLflow store {uri} cannot be written: {unwritable[0]} is not writable "
+                             "(set MLFLOW_TRACKING_URI or mlflow.tracking_uri to one that is)")
+    return uri
 # MLflow's limits on one value (mlflow.utils.validation).
 MAX_PARAM_LEN = 6000
 MAX_TAG_LEN = 8000
@@ -360,17 +386,30 @@ def _safe_name(name, problems):
 
 def _report(cfg, result, name, problems, run_id=None):
     """Say what failed and keep the whole result on disk in `unlogged/` beside the sqlite
-    store (runs/unlogged/ for other stores)."""
+    store, or in the project's runs/unlogged/ (UNLOGGED) for other stores and where the
+    store's folder cannot be written either."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    text = json.dumps({"run_id": run_id, "problems": problems, "config": _config_yaml(cfg),
+                       "result": result.to_dict()}, indent=2, default=str)
+    filename = f"{stamp}-{re.sub(r'[^A-Za-z0-9._+@-]', '_', name)}.json"
+    folders, errors = [], []
     try:
         db = sqlite_path(tracking_uri(cfg))
-        folder = (db.resolve().parent if db is not None else ROOT / "runs") / "unlogged"
-        path = folder / f"{stamp}-{re.sub(r'[^A-Za-z0-9._+@-]', '_', name)}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"run_id": run_id, "problems": problems, "config": _config_yaml(cfg),
-                                    "result": result.to_dict()}, indent=2, default=str))
-        kept = f"; the result is saved in {path}"
-    except OSError as e:
-        kept = f"; could not save it either ({e}): {json.dumps(result.to_dict(), default=str)}"
+        if db is not None:
+            folders.append(db.resolve().parent / "unlogged")
+    except OSError as e:  # the store's folder cannot even be made
+        errors.append(str(e))
+    folders.append(UNLOGGED)
+    kept = None
+    for folder in dict.fromkeys(folders):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / filename).write_text(text)
+            kept = f"; the result is saved in {folder / filename}"
+            break
+        except OSError as e:
+            errors.append(str(e))
+    if kept is None:
+        kept = f"; could not save it either ({'; '.join(errors)}): {json.dumps(result.to_dict(), default=str)}"
     where = f"run {run_id}" if run_id else "no run created"
     log.error("MLflow: logging job %s had problems (%s): %s%s", name, where, "; ".join(problems), kept)
