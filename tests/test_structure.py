@@ -5,6 +5,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ablate"
 STAGES = ("job", "build", "gpu", "sweep", "report", "tools")
@@ -93,3 +95,15 @@ def test_a_variant_is_made_from_config_in_one_place():
                 calls.setdefault(name, {})[module_of(path)] = n
     assert calls["variant_from_cfg"] == {"ablate.job.job": 1}
     assert calls["load_dir"] == {"ablate.job.job": 1, "ablate.job.plugins": 1}
+
+
+def test_the_readmes_virtual_environment_is_ignored():
+    """The README suggests `python3 -m venv .venv` in the checkout: git must not see it."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    assert "python3 -m venv .venv" in (ROOT / "README.md").read_text()
+    check = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", ".venv/bin/python"])
+    assert check.returncode == 0

@@ -90,8 +90,9 @@ class SweepSetup(Callback):
             raise
         os.environ[ARCH_ENV] = next(iter(results.values())).arch  # the jobs' `auto`, probed once
         failed = [name for name, r in results.items() if r.status != "built"]
-        log.info("built %d variants in %.1f s%s", len(results), time.perf_counter() - tic,
-                 f"; failed: {', '.join(failed)} (their jobs record build_failed)" if failed else "")
+        log.log(logging.WARNING if failed else logging.INFO, "built %d variants in %.1f s%s", len(results),
+                time.perf_counter() - tic,
+                f"; failed: {', '.join(failed)} (their jobs record build_failed)" if failed else "")
         self.progress = Progress(config.hydra.sweep.dir, len(jobs))
 
     def _serve_store(self, config, launcher):
