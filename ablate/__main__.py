@@ -62,12 +62,29 @@ def main(cfg):
     from ablate.sweep import tracking
 
     job = validated(cfg)
+    if not parent_run_id():  # a sweep's callback checked the store before anything was built
+        try:
+            tracking.check_store(cfg)
+        except tracking.StoreError as e:
+            raise SystemExit(f"ablate: {e}") from None
     try:
         out = run_job(job)
     except Exception as e:  # recorded, never raised: the sweep goes on
         out = Result("crashed", artifacts={"traceback.txt": traceback.format_exc()},
                      error=f"{type(e).__name__}: {e}")
     tracking.log_job(job, out, parent_run_id())
+    level, line = job_line(job, out)
+    log.log(level, "%s", line)
+    if parent_run_id():  # the sweep's progress line counts it (ablate/sweep/progress.py)
+        progress.mark(HydraConfig.get().runtime.output_dir, out.status, line)
+    return out.status
+
+
+def job_line(job, out):
+    """(log level, line) of a finished job: INFO when it measured what it should, WARNING
+    when it ran but its answer is a failure (incorrect, a fingerprint that does not hold or
+    machine code equal to the base's), ERROR when it could not run (build_failed, crashed,
+    timeout)."""
     m = out.metrics
     if "slowdown" in m:
         summary = f"slowdown {m['slowdown']:.3f} [{m['slowdown_lo']:.3f}, {m['slowdown_hi']:.3f}]"
@@ -75,11 +92,13 @@ def main(cfg):
         summary = "fingerprint holds" if not job.variant.is_base else "the base"
     else:
         summary = out.error or ""
-    line = f"{job.variant.name} on {job.shape_name}: {out.status} {summary}"
-    log.info("%s", line)
-    if parent_run_id():  # the sweep's progress line counts it (ablate/sweep/progress.py)
-        progress.mark(HydraConfig.get().runtime.output_dir, out.status, line)
-    return out.status
+    if out.status in ("build_failed", "crashed", "timeout"):
+        level = logging.ERROR
+    elif out.status == "incorrect" or out.error:
+        level = logging.WARNING
+    else:
+        level = logging.INFO
+    return level, f"{job.variant.name} on {job.shape_name}: {out.status} {summary}"
 
 
 # `ablate COMMAND ...`: the tools beside the app, each a module's main(argv).
@@ -104,9 +123,11 @@ def cli(argv=None):
         sys.argv = [f"ablate {argv[0]}", *argv[1:]]
         sys.exit(getattr(__import__(module, fromlist=[function]), function)(argv[1:]))
     try:
+        argv = plugins.with_kernel_path(argv)  # ~ and relative folders, absolute before Hydra reads them
         plugins.choose(argv)
     except plugins.PluginError as e:
         sys.exit(f"ablate: {e}")
+    sys.argv = [sys.argv[0], *argv]  # what Hydra's main reads
     main()
 
 

@@ -64,8 +64,9 @@ def not_applicable(variant, base, var) -> str | None:
 
 
 def static_job(job, base, var, info) -> Result:
-    """Static metrics of the variant, its fingerprint checked against the base, and the seams
-    its library reports changed held to those its patches replace."""
+    """Static metrics of the variant, its fingerprint checked against the base (each
+    pathology of a combination against the variant without it: ablate/job/fingerprint.py),
+    and the seams its library reports changed held to those its patches replace."""
     from ablate.build.library import variant_info
     from ablate.build.static import static_metrics
     from ablate.job import fingerprint
@@ -73,10 +74,36 @@ def static_job(job, base, var, info) -> Result:
     var_sass, base_sass = read_sass(var.lib), read_sass(base.lib)
     metrics = static_metrics(var, job.plugin.spec, sass_report=var_sass)
     base_metrics = static_metrics(base, job.plugin.spec, sass_report=base_sass)
-    problems = fingerprint.check(job.variant, metrics, base_metrics, var_sass["text"], base_sass["text"])
+    notes, problems = [], []
+    rests = rest_metrics(job, problems)
+    problems += fingerprint.check(job.variant, metrics, base_metrics, var_sass["text"], base_sass["text"],
+                                  rests, notes)
     problems += seam_problems(job.variant, variant_info(base.lib, job.plugin.spec, ()), info)
     metrics["fingerprint_ok"] = int(not problems)
-    return Result("static", metrics=metrics, error="; ".join(problems) or None)
+    return Result("static", params={"fingerprint_notes": "; ".join(notes)} if notes else {},
+                  metrics=metrics, error="; ".join(problems) or None)
+
+
+def rest_metrics(job, problems) -> dict:
+    """{pathology: (name, static metrics, SASS text)} of each rest of a combined variant (the
+    variant without that pathology), built here (cached: the interactions sweep has built
+    most); a rest that fails to build is a problem named."""
+    from ablate.build.compile import build
+    from ablate.build.static import static_metrics
+
+    if not job.rests:
+        return {}
+    builds = build(list(job.rests.values()), job.build, job.plugin, ROOT)
+    out = {}
+    for name, rest in job.rests.items():
+        b = builds[rest.name]
+        if not b.ok:
+            problems.append(f"{name}: {rest.name} (the variant without it) failed to build: its fingerprint "
+                            f"cannot be checked (log: {b.log_path})")
+            continue
+        report = read_sass(b.lib)
+        out[name] = (rest.name, static_metrics(b, job.plugin.spec, sass_report=report), report["text"])
+    return out
 
 
 def seam_problems(variant, base_info, variant_info) -> list[str]:

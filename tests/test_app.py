@@ -2,7 +2,9 @@
 one line that says so, records every job in MLflow (failures included) and goes on; and the
 GPU worker's parent side turns a dead or hung child into a recorded status."""
 import json
+import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -83,12 +85,37 @@ def test_sweep_records_every_job_and_goes_on(tmp_path, build_dir):
         assert broken.data.tags["status"] == "build_failed"
         assert "broken_build: this test-only pathology never compiles" in broken.data.tags["error"]
         assert base.data.tags["status"] == "static" and base.data.metrics["regs"] > 0
+    # Said at ERROR, not INFO, with the failed build's log under a proper name.
+    assert re.search(r"\[ablate\]\[ERROR\] - broken_build on s512: build_failed .*\(log: .*\.failed\.log\)", out), out
+    assert re.search(r"\[HYDRA\] built \d+ variants in .*; failed: broken_build", out)
 
 
 def spec(tmp_path):
     return {"base_so": str(tmp_path / "base.so"), "variant_so": str(tmp_path / "variant.so"),
             "shape": {"batch": 1, "heads": 1, "seq": 16, "head_dim": 64, "causal": False},
             "bench": {"tolerance": 2e-3, "seed": 0}}
+
+
+@pytest.mark.parametrize("status, error, level", [
+    ("static", None, logging.INFO),
+    ("ok", None, logging.INFO),
+    ("static", "noop: SASS equals the base's (100 instructions): the pathology changes nothing", logging.WARNING),
+    ("static", "p: fingerprint sass.bar: increases does not hold", logging.WARNING),
+    ("incorrect", "variant failed the correctness gate", logging.WARNING),
+    ("build_failed", "the variant (p) failed to build", logging.ERROR),
+    ("crashed", "CUDA error", logging.ERROR),
+    ("timeout", "killed after 300 s", logging.ERROR),
+])
+def test_a_jobs_line_is_logged_at_the_level_of_its_outcome(status, error, level):
+    """A build failure, or machine code equal to the base's, used to be logged at INFO."""
+    from types import SimpleNamespace
+
+    from ablate.__main__ import job_line
+    from ablate.job.result import Result
+
+    job = SimpleNamespace(variant=SimpleNamespace(name="p", is_base=False), shape_name="s512")
+    got, line = job_line(job, Result(status, error=error))
+    assert got == level and line.startswith(f"p on s512: {status}")
 
 
 def test_worker_without_a_gpu_is_recorded_as_crashed(tmp_path, monkeypatch):

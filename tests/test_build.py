@@ -89,6 +89,8 @@ def test_a_broken_variant_is_build_failed_with_its_log(built):
     assert "this test-only pathology never compiles" in r.log
     assert r.log.splitlines()[0].startswith(str(built.build_cfg.nvcc))  # the command is kept
     assert r.log_path.read_text() == r.log
+    assert r.log_path.name == f"{r.digest}.failed.log"  # not the compile's own <digest>.log.tmp
+    assert not r.log_path.with_name(f"{r.digest}.log.tmp").exists()
     assert r.ptxas == {}
     # The others of the same ninja run built (checked above); none came from a cache.
     assert not any(x.cached for x in built.results.values())

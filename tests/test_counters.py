@@ -286,7 +286,8 @@ def test_roofline_figure_and_speed_of_light_table(tmp_path):
 def fake_gpu(tmp_path, monkeypatch):
     """peaks on a made-up GPU: every measurement recorded in the returned list."""
     calls = []
-    monkeypatch.setattr(peaks, "CACHE", tmp_path)
+    monkeypatch.setattr(peaks, "_cache_dir", [peaks.CACHE])
+    peaks.use_dir(tmp_path)  # the job's peaks_dir, as the worker sets it
     monkeypatch.setattr(peaks, "_uuid", lambda d: ("GPU-1234", "Some GPU"))
     monkeypatch.setattr(peaks, "copy_gbps", lambda d: calls.append("copy") or 3000.0)
     monkeypatch.setattr(peaks, "copies", lambda d: {"kernel": 3000.0})
@@ -369,3 +370,18 @@ def test_every_kind_of_work_is_measured_on_the_gpu():
     else:
         with pytest.raises(RuntimeError, match="no FP8"):
             peaks.matmul_tflops(0, "fp8_tensor")
+
+
+def test_the_ceilings_are_cached_beside_the_runs_build_dir_not_in_the_checkout(tmp_path):
+    """peaks_dir: null puts the cache beside build.dir (runs/peaks for runs/build), so a run
+    given other folders writes nothing into the checkout; peaks_dir=... names its own."""
+    from ablate.job import plugins
+    from ablate.job.job import make_job
+
+    job = make_job(plugins.compose("rmsnorm", ["pathology=none"]))
+    assert job.peaks_dir == Path(__file__).resolve().parents[1] / "runs" / "peaks"
+    job = make_job(plugins.compose("rmsnorm", ["pathology=none", f"build.dir={tmp_path / 'x' / 'build'}"]))
+    assert job.peaks_dir == tmp_path / "x" / "peaks"
+    assert job.wire("b.so", "v.so")["peaks_dir"] == str(tmp_path / "x" / "peaks")
+    job = make_job(plugins.compose("rmsnorm", ["pathology=none", f"peaks_dir={tmp_path / 'p'}"]))
+    assert job.peaks_dir == tmp_path / "p"

@@ -111,6 +111,62 @@ def test_combined_pathologies_check_each_fingerprint(built):
     assert [p.split(":")[0] for p in problems] == ["unfingerprinted"]
 
 
+def test_a_pair_whose_rules_overlap_reads_correctly(built_kernels):
+    """rmsnorm's scalar_loads (every load 16-bit: no 128-bit load left) with two_pass (x read
+    twice: `sass.ldg_128: increases`). Against the base, two_pass's rule cannot hold in the pair
+    and a correct combination read as a failure; checked against the variant without it
+    (scalar_loads alone), the two overlap on that metric: a note, and the fingerprint holds."""
+    from ablate.job import plugins
+    from ablate.job.job import make_job
+    from ablate.pipeline import run_job
+
+    b = built_kernels["rmsnorm"]
+    cfg = plugins.compose("rmsnorm", ["pathology=[scalar_loads,two_pass]", "mode=static", "build.arch=sm_90",
+                                      f"build.dir={b.build_cfg.dir}", f"build.nvcc={b.build_cfg.nvcc}"])
+    job = make_job(cfg)
+    assert {p: v.name for p, v in job.rests.items()} == {"scalar_loads": "two_pass", "two_pass": "scalar_loads"}
+    out = run_job(job)
+    assert out.status == "static" and out.error is None and out.metrics["fingerprint_ok"] == 1
+    notes = out.params["fingerprint_notes"]
+    assert ("two_pass: fingerprint sass.ldg_128: increases not checked in scalar_loads+two_pass: the other "
+            "pathologies change sass.ldg_128 too (the base ") in notes
+    # What the check against the base (rests not given) says of the same numbers: two_pass fails.
+    base_metrics, base_text = analyse(b, "none")
+    old = fingerprint.check(job.variant, out.metrics, base_metrics, "the pair's SASS", base_text)
+    assert [p.split(":")[0] for p in old] == ["two_pass", "two_pass"]
+
+
+def rest_case(rules, variant, rest, base, texts=("v", "r", "b")):
+    """fingerprint.check of pathology `p` combined with `q`, on numbers given: the variant's,
+    the rest's (the variant without p, i.e. q alone) and the base's of one metric `m`."""
+    specs = {"p": {"fingerprint": rules}, "q": {"fingerprint": {"n": "differs"}}}
+    v = Variant(name="p+q", pathologies=("p", "q"), specs=specs)
+    notes = []
+    problems = fingerprint.check(v, {"m": variant, "n": 1}, {"m": base, "n": 0}, texts[0], texts[2],
+                                 {"p": ("q", {"m": rest, "n": 1}, texts[1]), "q": ("p", {"m": variant, "n": 0}, "p")},
+                                 notes)
+    return problems, notes
+
+
+def test_a_combined_variants_rule_fails_only_on_a_metric_the_others_leave_alone():
+    """Checked against the rest: a rule that holds there passes; one that does not, where the
+    rest changed that metric too, is an overlap (a note); where the rest left the metric as
+    the base has it, the rule means what it meant alone, and its failure is a failure."""
+    assert rest_case({"m": "same"}, variant=0, rest=0, base=124) == ([], [])        # holds against the rest
+    problems, notes = rest_case({"m": "increases"}, variant=0, rest=0, base=124)   # the rest changed m: overlap
+    assert problems == [] and notes == ["p: fingerprint m: increases not checked in p+q: the other pathologies "
+                                        "change m too (the base 124, q 0, p+q 0)"]
+    problems, notes = rest_case({"m": "increases"}, variant=124, rest=124, base=124)  # the rest left m alone
+    assert problems == ["p: fingerprint m: increases does not hold in p+q: it has 124, q (without p) 124, as the base"]
+    problems, notes = rest_case({"m": "zero"}, variant=3, rest=124, base=124)       # a bound reads the variant
+    assert problems == ["p: fingerprint m: zero does not hold in p+q: it has 3, q (without p) 124, as the base"]
+    problems, notes = rest_case({"m": "increases"}, variant=0, rest=0, base=0, texts=("same", "same", "b"))
+    assert problems == [] and notes == ["p: masked in p+q: its SASS equals that of q (without p); its rules are "
+                                        "not checked here"]
+    problems, _ = rest_case({"m": "increases"}, variant=0, rest=0, base=0, texts=("b", "r", "b"))
+    assert problems[-1].startswith("p+q: SASS equals the base's")  # still an error, whatever else
+
+
 def test_an_unmeasured_metric_is_reported():
     variant = Variant(name="x", pathologies=("x",), specs={"x": {"fingerprint": {"d96.regs":
                                                                                 "increases"}}})

@@ -136,7 +136,7 @@ def test_flags_a_cap_and_a_transform_reach_the_command_and_the_librarys_name(tmp
     with pytest.raises(compile_mod.BuildError, match="build the base alongside"):
         compile_mod.build([capped], build_cfg, plugin, ROOT)
     paths = {n: compile_mod.library_path(v(s), build_cfg, plugin, ROOT, base_regs=40)
-             for n, s in [("a", {}), ("flags", {"flags": ["--fmad=false"]}), ("unroll", {"transform": "unroll_1"}),
+             for n, s in [("a", {"macros": {"ABLATE_A": 1}}), ("flags", {"flags": ["--fmad=false"]}), ("unroll", {"transform": "unroll_1"}),
                           ("cap", {"regs_cap": {"fraction_of_base": 0.5}})]}
     assert len(set(paths.values())) == 4
 

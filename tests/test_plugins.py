@@ -107,3 +107,87 @@ def test_the_command_line_chooses_the_kernel_and_shows_hydra_its_configs(argv, k
     monkeypatch.delenv(plugins.CONF_ENV, raising=False)
     assert plugins.choose(argv).name == kernel
     assert os.environ[plugins.CONF_ENV] == str(ROOT / "kernels" / kernel / "conf")
+
+
+def test_kernel_path_takes_home_and_relative_folders_and_refuses_a_missing_one(tmp_path, monkeypatch):
+    """`kernel_path=[~/kernels]` (the README's) and a relative folder reach Hydra absolute and
+    quoted (its parser refuses `~`); a folder that is not there is one line naming it."""
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "work" / "mine").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path / "work")
+    argv = ["-m", "kernel=k", "kernel_path=[~/kernels,mine]", "pathology=glob(*)", "+kernel_path=~/kernels"]
+    out = plugins.with_kernel_path(argv)
+    assert out == ["-m", "kernel=k", f"kernel_path=['{tmp_path}/kernels','{tmp_path}/work/mine']",
+                   "pathology=glob(*)", f"+kernel_path=['{tmp_path}/kernels']"]
+    assert [o.value() for o in plugins._overrides(out[2:3])] == [[f"{tmp_path}/kernels", f"{tmp_path}/work/mine"]]
+    with pytest.raises(plugins.PluginError, match=r"^kernel_path: '~/gone' is not a folder \(.*/gone does not exist\)$"):
+        plugins.with_kernel_path(["kernel_path=[~/gone]"])
+    (tmp_path / "file").touch()
+    with pytest.raises(plugins.PluginError, match=r"is a file"):
+        plugins.with_kernel_path([f"kernel_path={tmp_path / 'file'}"])
+
+
+def test_the_readme_command_with_a_home_kernel_path_runs_from_any_folder(tmp_path):
+    """The README's `python -m ablate -m kernel=my_kernel kernel_path=[~/kernels] ...` as printed,
+    from a folder other than the checkout: it sweeps, and Hydra's logs go to the project's runs/,
+    not to the working directory; a missing folder is one line, no traceback."""
+    from ablate.tools import new_kernel
+
+    home = tmp_path / "home"
+    assert new_kernel.main(["my_kernel", str(home / "kernels")]) == 0
+    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(ROOT),
+           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    command = [sys.executable, "-m", "ablate", "-m", "kernel=my_kernel", "kernel_path=[~/kernels]",
+               "pathology=glob(*)", "mode=static", "build.jobs=1", f"build.dir={tmp_path / 'build'}"]
+    proc = subprocess.run(command, cwd=home, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # its own pathology and the base, and the 8 generic ones: none failed (some may not apply)
+    assert re.search(r"\b10 jobs: \d+ ok, 0 failed", proc.stdout + proc.stderr), proc.stdout + proc.stderr
+    assert sorted(p.name for p in home.iterdir()) == ["kernels"]  # no runs/hydra here
+    proc = subprocess.run([*command[:5], "kernel_path=[~/gone]", *command[6:]], cwd=home, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == f"ablate: kernel_path: '~/gone' is not a folder ({home}/gone does not exist)"
+
+
+@pytest.mark.parametrize("tool", ["benchmark", "sanitize"])
+def test_the_tools_find_a_plugin_on_the_kernel_path(tool, tmp_path, monkeypatch):
+    """`ablate benchmark|sanitize --kernel X --kernel-path DIR` (or --override kernel_path=[DIR])
+    finds a plugin outside the project; a missing folder is one line."""
+    from ablate.tools import new_kernel
+
+    assert new_kernel.main(["far_kernel", str(tmp_path / "kernels")]) == 0
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    plugin, dirs, rest = plugins.tool_kernel("far_kernel", ["kernels"], ["bench.samples=3"])
+    assert plugin.dir == tmp_path / "kernels" / "far_kernel" and dirs == [str(tmp_path / "kernels")]
+    assert rest == ["bench.samples=3"]
+    assert plugins.tool_kernel("far_kernel", [], ["kernel_path=[~/kernels]"])[1] == dirs
+    cfg = plugins.compose("far_kernel", ["pathology=none"], dirs)
+    assert list(cfg.kernel_path) == dirs and cfg.kernel.name == "far_kernel"
+    module = __import__(f"ablate.tools.{tool}", fromlist=["main"])
+    with pytest.raises(SystemExit, match=r"--kernel-path: 'nowhere' is not a folder"):
+        module.main(["--kernel", "far_kernel", "--kernel-path", "nowhere"])
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    with pytest.raises(SystemExit) as e:  # found: it stops later, at the GPU it needs
+        module.main(["--kernel", "far_kernel", "--kernel-path", "~/kernels", "--sanitizer", "/bin/true"]
+                    if tool == "sanitize" else ["--kernel", "far_kernel", "--kernel-path", "~/kernels"])
+    assert "unknown kernel" not in str(e.value) and "GPU" in str(e.value)
+
+
+def test_help_says_how_to_pick_a_kernel_static_mode_and_a_kernel_path():
+    """`ablate --help` lists the default kernel's groups: it says so, names the other kernels,
+    and says how to pick one, how to run without a GPU and where plugins of one's own go."""
+    run = lambda *a: subprocess.run([sys.executable, "-m", "ablate", *a, "--help"], cwd=ROOT,  # noqa: E731
+                                    capture_output=True, text=True, timeout=300)
+    text = run().stdout
+    for needle in ("kernel=NAME", "attention, attention_hopper, rmsnorm", "the groups below are attention's",
+                   "kernel=NAME --help", "kernel_path=[DIR,...]", "ABLATE_KERNEL_PATH", "mode=static",
+                   "new-kernel NAME DIR", "pathology: divergent_branches"):
+        assert needle in text, needle
+    text = run("kernel=rmsnorm").stdout
+    assert "the groups below are rmsnorm's" in text and "pathology: atomic_reduce" in text

@@ -135,6 +135,32 @@ def test_static_table_beside_the_ranking(store, tmp_path):
     assert "Fingerprint FAIL, fp32_accum: fp32_accum: fingerprint sass.hmma_f16: zero does not hold" in text
 
 
+def test_a_static_sweep_of_other_plugin_sources_is_never_shown_beside_a_ranking(tmp_path, monkeypatch, project_root):
+    """Two sweeps at one ablate commit but of different plugin code (the user's kernel changed
+    between them) are not paired: one line says why there is no static table."""
+    from ablate.job import plugins
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    static = [("none", "s512", {"status": "static", "params": {}, "metrics": BASE_STATIC, "artifacts": {},
+                                "error": None})]
+    real = tracking.plugin_provenance
+    monkeypatch.setattr(tracking, "plugin_provenance", lambda p: {**real(p), "plugin_sources": "0123456789abcdef"})
+    sweep("2025-05-01/10-00-00", "static", static, project_root)
+    monkeypatch.setattr(tracking, "plugin_provenance", real)
+    sweep("2025-05-01/11-00-00", "gpu", [("none", "s512", timed(1.0)), ("no_swizzle", "s512", timed(1.3))],
+          project_root)
+    digest = plugins.load("attention").sources_digest()
+    text = rank.rank(out=tmp_path)
+    assert "Static analysis" not in text
+    assert (f"The static sweep 2025-05-01/10-00-00 at this commit ran other sources of the kernel's plugin "
+            f"(plugin_sources 0123456789abcdef, this one's {digest}): not shown beside it.") in text
+    assert f"plugin sources {digest}," in text.splitlines()[0]
+    sweep("2025-05-01/12-00-00", "static", static, project_root)  # the same sources: paired
+    text = rank.rank(sweep="2025-05-01/11-00-00", out=tmp_path)
+    assert "Beside it, sweep 2025-05-01/12-00-00" in text and "Static analysis" in text
+    assert "not shown beside it" not in text
+
+
 def test_another_sweep_by_id(store, tmp_path):
     rank.rank(out=tmp_path)
     assert (tmp_path / "plots" / "heatmap.png").exists()
@@ -204,6 +230,39 @@ def test_calibrations_get_a_table_that_says_whether_the_truth_is_covered(tmp_pat
     ranking = "\n".join(section(text, "Ranking"))
     assert "twice" not in ranking and "no_effect" not in ranking  # calibrations are not ranked
     assert " reps " in ranking and "precision" in ranking  # what the interval stands on
+
+
+def test_a_calibration_sweep_alone_is_not_an_empty_sweep(tmp_path, monkeypatch, project_root):
+    """`make calibrate` times only the calibrations: rank shows their table and nothing that
+    says the sweep is empty."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    parent = tracking.start_sweep(job_cfg("none", "r16k_h8k", "gpu", ("rmsnorm", "rmsnorm_fwd")),
+                                  project_root / "runs/hydra/multirun/2025-03-02/10-00-00")
+    log_cfg(calibration_cfg("twice", "r16k_h8k", 2.0), replicated(1.998, 1.995, 2.004), parent)
+    log_cfg(calibration_cfg("no_effect", "r16k_h8k", 1.0), replicated(1.0, 0.998, 1.002), parent)
+    tracking.end_sweep(parent, "FINISHED")
+    text = rank.rank(out=tmp_path)
+    assert "2 of 2 intervals cover the truth" in text
+    assert "no jobs logged" not in text and "Nothing to rank" not in text
+
+
+def test_a_static_sweep_alone_says_what_to_run_next_and_the_arch_of_its_occupancy(tmp_path, monkeypatch,
+                                                                                   project_root):
+    """`make rank` after `make static` (no GPU, no timed sweep at the commit): the static table
+    with the arch its occupancy is for, and one line saying a timed sweep needs a GPU."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    sweep("2025-06-01/10-00-00", "static", [
+        ("none", "s512", {"status": "static", "params": {}, "metrics": BASE_STATIC, "artifacts": {}, "error": None}),
+        ("tiny_blocks", "s512", {"status": "static", "params": {"arch": "sm_90"}, "artifacts": {}, "error": None,
+                                 "metrics": {**BASE_STATIC, **STATIC_CHANGES["tiny_blocks"]}}),
+        ("no_swizzle", "s512", {"status": "static", "params": {"fingerprint_notes": "no_swizzle: masked in it"},
+                                "metrics": BASE_STATIC, "artifacts": {}, "error": None})], project_root)
+    text = rank.rank(out=tmp_path)
+    assert "Fingerprint overlap, no_swizzle: no_swizzle: masked in it" in text
+    assert "Static analysis (variant against the base, same build; occupancy for sm_90):" in text
+    assert rank.NOT_TIMED in text and "a timed sweep on a GPU: `make sweep`" in rank.NOT_TIMED
+    assert "no jobs logged" not in text
+    assert "occupancy for sm_90" in (tmp_path / "rank.md").read_text()
 
 
 def test_compare_two_sweeps(tmp_path, monkeypatch, project_root, capsys):

@@ -89,25 +89,26 @@ def test_the_callback_travels_to_workers_without_the_launchers_state(tmp_path):
 
 
 def test_the_progress_line_counts_the_jobs_marks(tmp_path, capsys):
-    line = progress.Progress(tmp_path, 3, enabled=True, poll_s=3600)
+    line = progress.Progress(tmp_path, 4, enabled=True, poll_s=3600)
     progress.mark(tmp_path / "0", "ok", "none on s512: ok slowdown 1.000")  # a job of this process: logged here
     subprocess.run([sys.executable, "-c", "import sys; from ablate.sweep import progress; "  # a job elsewhere
                     "progress.mark(sys.argv[1], 'crashed', 'uncoalesced on s512: crashed CUDA error')",
                     str(tmp_path / "1")], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert line.poll() == 2 and line.poll() == 0
     progress.mark(tmp_path / "2", "static", "no_swizzle on s512: static fingerprint holds")
-    assert line.close() == {"ok": 2, "failed": 1}
+    progress.mark(tmp_path / "3", "not_applicable", "no_restrict on s512: not_applicable ...")
+    assert line.close() == {"ok": 2, "failed": 1, "not applicable": 1}  # a generic pathology that changes nothing
     out = capsys.readouterr().out
     assert "uncoalesced on s512: crashed CUDA error" in out  # the other process's summary above the line
     assert "none on s512" not in out
-    assert "sweep: 3/3 jobs, ok 2, failed 1" in out and "elapsed" in out
+    assert "sweep: 4/4 jobs, ok 2, failed 1, not applicable 1" in out and "elapsed" in out
     assert os.environ.get(progress.QUIET_ENV) is None
 
 
 def test_no_line_when_stdout_is_not_a_terminal(tmp_path, capsys):
     line = progress.Progress(tmp_path, 1)  # capsys' stdout is no terminal
     progress.mark(tmp_path / "0", "ok", "summary")
-    assert line.close() == {"ok": 1, "failed": 0}
+    assert line.close() == {"ok": 1, "failed": 0, "not applicable": 0}
     assert capsys.readouterr().out == ""
 
 

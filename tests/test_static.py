@@ -4,6 +4,8 @@ import re
 
 import pytest
 
+from ablate.job import fingerprint
+
 from ablate.build import occupancy, ptxas, sass, static
 from ablate.job import plugins
 from ablate.job.fingerprint import METRICS
@@ -103,6 +105,36 @@ def test_ptxas_report_of_the_real_kernel(built):
 ])
 def test_sass_instruction_classes(instruction, cls):
     assert sass.classify(instruction) == cls
+
+
+@pytest.mark.parametrize("instruction, classes", [
+    ("FFMA R4, R5, R6, R4", ("ffma",)),
+    ("@P0 FFMA.FTZ R4, R5, R6, R4", ("ffma",)),
+    ("FFMA32I R4, R5, 0x3f800000, R4", ("ffma",)),
+    ("FMUL.FTZ R4, R5, R6", ("fmul",)),
+    ("FMUL32I R4, R5, 0.5", ("fmul",)),
+    ("FADD R4, R5, -R6", ("fadd",)),
+    ("FADD.FTZ.RZ R4, R5, R6", ("fadd",)),
+    ("HFMA2.MMA R5, -RZ, RZ, 0, 0", ()),  # the compiler's move of a constant
+    ("LDS R4, [R3]", ("lds", "lds_32")),
+    ("LDS.64 R4, [R3+0x10]", ("lds", "lds_64")),
+    ("LDS.U.128 R4, [R3]", ("lds", "lds_128")),
+    ("LDS.U16 R4, [R3]", ("lds", "lds_16")),
+    ("LDS.S8 R4, [R3]", ("lds", "lds_8")),
+    ("STS [R3], R4", ("sts", "sts_32")),
+    ("@!P0 STS.128 [R3], R4", ("sts", "sts_128")),
+    ("STS.U16 [R3], R4", ("sts", "sts_16")),
+    ("LDSM.16.MT88.4 R4, [R3]", ("ldsm",)),  # ldmatrix: no width class of its own
+    ("DFMA R4, R6, R8, R4", ("fp64",)),
+    ("IMAD R4, R5, R6, R4", ()),
+])
+def test_fp32_arithmetic_and_shared_memory_by_width(instruction, classes):
+    """The classes a user's kernel needs: FP32 FMA/MUL/ADD, and LDS/STS by width (counted
+    beside lds/sts), so `sass.ffma: decreases` or `sass.lds_128: zero` can be a fingerprint."""
+    assert sass.classes(instruction) == classes
+    counts = sass.mix([instruction, "NOP"])
+    assert {c for c in sass.CLASSES if counts[c] and c != "instructions"} == set(classes)
+    assert all(f"sass.{c}" in fingerprint.METRICS for c in classes)
 
 
 CUOBJDUMP = """

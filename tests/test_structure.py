@@ -5,6 +5,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ablate"
 STAGES = ("job", "build", "gpu", "sweep", "report", "tools")
@@ -99,3 +101,15 @@ def test_rank_is_the_reports_only_reader_of_the_store():
     """Reports read MLflow in one place (report/rank.py) and hand the rest what it read."""
     readers = sorted(module_of(p) for p in (PACKAGE / "report").glob("*.py") if "mlflow" in p.read_text())
     assert readers == ["ablate.report.rank"], readers
+
+
+def test_the_readmes_virtual_environment_is_ignored():
+    """The README suggests `python3 -m venv .venv` in the checkout: git must not see it."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    assert "python3 -m venv .venv" in (ROOT / "README.md").read_text()
+    check = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", ".venv/bin/python"])
+    assert check.returncode == 0

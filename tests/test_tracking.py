@@ -1,9 +1,11 @@
 """MLflow tracking on a temporary store: a sweep's parent and child runs read back with
 MlflowClient, failed jobs logged with their status, and a bad value that costs only itself."""
 import json
+import os
 import logging
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -103,6 +105,10 @@ def test_sweep_round_trip(mlflow_store, tmp_path, project_root):
     assert params["cuda"] == "13.0" and params["torch"] == "2.11.0" and params["nvcc"] == "13.0.48"
     assert params["arch"] == "sm_90"  # the worker's resolved arch wins over the config's `auto`
     assert params["git_commit"] == tracking.git_commit()
+    plugin = plugins.load("attention")  # the plugin's own provenance (test_plugin_provenance)
+    assert params["plugin_sources"] == plugin.sources_digest() == tags["plugin_sources"]
+    assert params["plugin_dir"] == str(plugin.dir) and params["plugin_git_commit"].startswith(
+        tracking.git_commit().removesuffix("-dirty"))
     assert run.data.metrics == pytest.approx(ok_result().metrics)
     assert artifacts(client, child) == ["config.yaml", "ptxas.log", "result.json", "variant_info.json"]
     assert OmegaConf.create(text_artifact(client, child, "config.yaml", tmp_path)) == cfg
@@ -187,6 +193,40 @@ def test_unreadable_store_keeps_the_result(tmp_path, monkeypatch, caplog):
     assert db.read_bytes() == b"this is not a sqlite database" * 100  # never overwritten
 
 
+def test_a_store_whose_folder_cannot_be_made_keeps_the_result_in_runs_unlogged(tmp_path, monkeypatch, caplog):
+    """sqlite:////proc/x/mlflow.db: no run, no unlogged/ beside it either; the result lands in
+    the project's runs/unlogged/ (as the README promises), not only in the log."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////proc/x/mlflow.db")
+    monkeypatch.setattr(tracking, "UNLOGGED", tmp_path / "runs" / "unlogged")
+    with caplog.at_level(logging.ERROR, logger="ablate.sweep.tracking"):
+        assert tracking.log_job(job_of(["no_swizzle"]), ok_result()) is None
+    saved = list((tmp_path / "runs" / "unlogged").glob("*no_swizzle@s512.json"))
+    assert len(saved) == 1 and json.loads(saved[0].read_text())["result"] == ok_result().to_dict()
+    assert f"the result is saved in {saved[0]}" in caplog.text
+    with pytest.raises(tracking.StoreError, match=r"^the MLflow store sqlite:////proc/x/mlflow.db cannot be "
+                                                  r"written: No such file or directory: /proc/x$"):
+        tracking.check_store()
+
+
+def test_a_sweep_on_a_store_that_cannot_be_written_stops_before_anything(tmp_path, project_root):
+    """Refused up front in one line (it used to warn from inside Hydra's callbacks, then run
+    every job); nothing built."""
+    from ablate.tools import new_kernel
+
+    new_kernel.write("store_kernel", tmp_path / "kernels")
+    env = {**os.environ, "MLFLOW_TRACKING_URI": "sqlite:////proc/x/mlflow.db"}
+    for sweep in ([], ["-m", "pathology=glob(*)"]):
+        proc = subprocess.run([sys.executable, "-m", "ablate", *sweep, "kernel=store_kernel",
+                               f"kernel_path=[{tmp_path / 'kernels'}]", "mode=static",
+                               f"build.dir={tmp_path / 'build'}", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                               f"hydra.run.dir={tmp_path / 'run'}"],
+                              cwd=project_root, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr and "Warning" not in proc.stderr
+        assert proc.stderr.strip().splitlines()[-1] == ("ablate: the MLflow store sqlite:////proc/x/mlflow.db "
+                                                        "cannot be written: No such file or directory: /proc/x")
+        assert not (tmp_path / "build").exists()
+
+
 def test_runs_are_added_never_replaced(mlflow_store):
     first = tracking.log_job(job_of(["no_swizzle"]), ok_result(1.2))
     second = tracking.log_job(job_of(["no_swizzle"]), ok_result(1.3))
@@ -233,6 +273,42 @@ def test_git_commit(tmp_path, monkeypatch):
     assert tracking.git_commit(tmp_path) == head
     (tmp_path / "f.txt").write_text("b")
     assert tracking.git_commit(tmp_path) == head + "-dirty"
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_plugin_provenance(tmp_path, monkeypatch):
+    """A job logs the hash of its plugin's sources (what it builds, its spec, its yamls; no
+    cache or editor file) and the commit of the repository its folder lies in, dirty only for
+    changes inside that folder."""
+    from ablate.tools import new_kernel
+
+    monkeypatch.delenv("ABLATE_GIT_COMMIT", raising=False)
+    folder = new_kernel.write("prov_kernel", tmp_path / "repo" / "kernels")
+    plugin = plugins.load_dir(folder)
+    names = [p.relative_to(folder).as_posix() for p in plugin.sources()]
+    assert names == ["base/prov_kernel.cu", "conf/kernel/prov_kernel.yaml", "conf/pathology/scalar_loads.yaml",
+                     "conf/shape/n16m.yaml", "patches/scalar_loads.cuh", "spec.py"]
+    first = tracking.plugin_provenance(plugin)
+    assert first == {"plugin_sources": plugin.sources_digest(), "plugin_git_commit": "none", "plugin_dir": str(folder)}
+    (folder / "__pycache__").mkdir()
+    (folder / "__pycache__" / "spec.cpython-311.pyc").write_bytes(b"x")
+    (folder / ".spec.py.swp").write_text("x")
+    (folder / "notes.txt").write_text("x")
+    assert plugin.sources_digest() == first["plugin_sources"]
+    git = lambda *a: subprocess.run(["git", "-C", str(tmp_path / "repo"), *a], check=True,  # noqa: E731
+                                    capture_output=True, text=True)
+    git("init", "-q")
+    git("add", "kernels/prov_kernel/spec.py", "kernels/prov_kernel/base", "kernels/prov_kernel/conf",
+        "kernels/prov_kernel/patches")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    head = git("rev-parse", "HEAD").stdout.strip()
+    (folder / "notes.txt").unlink()
+    (tmp_path / "repo" / "elsewhere.txt").write_text("not the plugin's")
+    assert tracking.plugin_provenance(plugin)["plugin_git_commit"] == head
+    patch = folder / "patches" / "scalar_loads.cuh"
+    patch.write_text(patch.read_text() + "// changed\n")
+    now = tracking.plugin_provenance(plugin)
+    assert now["plugin_git_commit"] == head + "-dirty" and now["plugin_sources"] != first["plugin_sources"]
 
 
 def test_a_relative_sqlite_uri_keeps_its_query(monkeypatch):

@@ -99,6 +99,11 @@ GOOD = {"header": "ok/p.cuh", "macros": {"ABLATE_P": 1}}
     ({"p": {**GOOD, "header": ""}}, "pathology 'p': header must be a path"),
     ({"p": {**GOOD, "header": 3}}, "pathology 'p': header must be a path"),
     ({"p": {**GOOD, "macro": {"ABLATE_P": 1}}}, r"pathology 'p': unknown field\(s\) \['macro'\]"),
+    # A pathology that changes nothing in the build: refused before anything is built (the
+    # sweep used to say "ok" and only rank showed the failure).
+    ({"p": {"mechanism": "m", "expected": "e", "fingerprint": {"sass.bar": "increases"}}},
+     r"^pathology 'p': no macros and no header: it would build the base again; give it macros"),
+    ({"p": {"macros": {}, "header": None, "seam": "tile"}}, r"^pathology 'p': no macros and no header"),
     ({"p": "ABLATE_P"}, "pathology 'p': its spec must be a mapping"),
     ({"none": {"macros": {"ABLATE_P": 1}}}, "pathology 'none' is the base"),
     ({"p": GOOD, "q": {"macros": {"ABLATE_P": 2}}},
@@ -251,3 +256,22 @@ def test_a_real_multirun_builds_exactly_the_variants_its_jobs_use(tmp_path):
     assert names == list(dict.fromkeys(jobs)) == PATHOLOGIES  # the same, in job order
     fp32 = dict((n, (m, h)) for n, m, h in sweep)["fp32_accum"]
     assert fp32 == ({"ABLATE_FP32_ACCUM": "1"}, ["kernels/attention/patches/fp32_accum.cuh"])
+
+
+def test_a_pathology_that_changes_nothing_stops_the_sweep_before_anything_is_built(tmp_path):
+    """A yaml with no macros and no header used to sweep as "ok" (the base against itself);
+    it is refused in one line, nothing built, nothing recorded."""
+    from ablate.tools import new_kernel
+
+    folder = new_kernel.write("idle_kernel", tmp_path / "kernels")
+    (folder / "conf" / "pathology" / "idle.yaml").write_text(
+        "idle:\n  seam: vector\n  mechanism: none\n  expected: 1x\n  fingerprint: {sass.ldg_128: same}\n")
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    proc = subprocess.run([sys.executable, "-m", "ablate", "-m", "kernel=idle_kernel",
+                           f"kernel_path=[{tmp_path / 'kernels'}]", "pathology=glob(*)", "mode=static",
+                           f"build.dir={tmp_path / 'build'}", f"hydra.sweep.dir={tmp_path / 'sweep'}"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        "ablate: pathology 'idle': no macros and no header: it would build the base again")
+    assert not (tmp_path / "build").exists() and not (tmp_path / "mlflow.db").exists()

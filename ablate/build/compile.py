@@ -104,19 +104,24 @@ def _build_once(variants, build_cfg, kernel, root: Path, build_dir: Path, base_r
         lib, log_path = build_dir / f"{digest}.so", build_dir / f"{digest}.log"
         reported = _failed(ninja_output, lib)
         failed = reported or not lib.exists() or not log_path.exists()
-        attempt = build_dir / f"{digest}.log.tmp"
+        attempt, failed_log = build_dir / f"{digest}.log.tmp", build_dir / f"{digest}.failed.log"
         if failed:
-            # nvcc's own log when its compile failed; else ninja's account of what went wrong
-            use_attempt = reported and attempt.exists()
-            log = attempt.read_text(errors="replace") if use_attempt else ninja_output
+            # nvcc's own log when its compile failed; else ninja's account of what went wrong.
+            # Kept as <digest>.failed.log (the compile writes <digest>.log.tmp as it goes).
+            if reported and attempt.exists():
+                os.replace(attempt, failed_log)
+            else:
+                failed_log.write_text(ninja_output)
+            log = failed_log.read_text(errors="replace")
         else:
+            failed_log.unlink(missing_ok=True)  # an earlier failure of the same inputs, now built
             log = log_path.read_text(errors="replace")
         results[variant.name] = BuildResult(
             variant=variant.name,
             status="build_failed" if failed else "built",
             lib=lib,
             log=log,
-            log_path=attempt if failed else log_path,
+            log_path=failed_log if failed else log_path,
             cached=not failed and before[digest] == _mtime(lib),
             arch=arch,
             digest=digest,
@@ -238,8 +243,8 @@ def ninja_manifest(edges: dict, build_dir: Path, kernel, root: Path) -> str:
     """build.ninja text: one `nvcc` rule, one build statement per variant.
 
     The command logs itself and nvcc's output to <digest>.log.tmp, compiles to
-    <digest>.tmp.so, and only when nvcc succeeds moves both into place; a failed build
-    leaves its .log.tmp to read. The depfile (nvcc -MD) makes header edits rebuild."""
+    <digest>.tmp.so, and only when nvcc succeeds moves both into place; `build` renames a
+    failed build's log to <digest>.failed.log. The depfile (nvcc -MD) makes header edits rebuild."""
     lines = [
         "# Written by ablate.build.compile; rewritten on every build.",
         f"builddir = {_ninja_escape(str(build_dir))}",

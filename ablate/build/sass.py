@@ -19,15 +19,22 @@ from ablate.build.ptxas import demangle
 # (warp shuffles), atoms (shared-memory atomics), atom (global atomics and reductions:
 # ATOM, ATOMG, RED), fp64 (DADD, DMUL, DFMA), mufu_rsq (reciprocal square root) and
 # instructions (every instruction but NOP); and Hopper's: hgmma (warpgroup MMA, wgmma), utmaldg
-# and utmastg (bulk tensor copies, TMA), syncs (mbarrier operations) and setmaxnreg.
+# and utmastg (bulk tensor copies, TMA), syncs (mbarrier operations) and setmaxnreg. FP32
+# arithmetic: ffma, fmul, fadd (immediate forms included; no FP16x2 class: the compiler
+# moves constants with HFMA2.MMA, so its count says little). Shared memory by width:
+# lds_<bits> and sts_<bits>, counted besides lds and sts (every width), so an instruction may
+# count in two classes (`classes`).
 WIDTHS = (8, 16, 32, 64, 128)
 CLASSES = (
     ("hmma_f16", "hmma_f32", "ldsm", "ldgsts")
     + tuple(f"ldg_{w}" for w in WIDTHS)
     + tuple(f"stg_{w}" for w in WIDTHS)
-    + ("lds", "sts", "bar", "ldl", "stl", "mufu_ex2", "mufu_rsq", "bra", "lop3", "shfl", "atoms",
-       "atom", "fp64", "hgmma", "utmaldg", "utmastg", "syncs", "setmaxnreg", "ffma", "call",
-       "ldg_nc", "ldg_strong", "instructions")
+    + ("lds", "sts")
+    + tuple(f"lds_{w}" for w in WIDTHS)
+    + tuple(f"sts_{w}" for w in WIDTHS)
+    + ("bar", "ldl", "stl", "mufu_ex2", "mufu_rsq", "bra", "lop3", "shfl", "atoms",
+       "atom", "fp64", "ffma", "fmul", "fadd", "call", "ldg_nc", "ldg_strong",
+       "hgmma", "utmaldg", "utmastg", "syncs", "setmaxnreg", "instructions")
 )
 
 _FUNCTION = re.compile(r"^\s*Function : (\S+)")
@@ -115,8 +122,7 @@ def mix(instructions: list[str]) -> dict[str, int]:
     """Counts of each class in CLASSES for one function's instructions."""
     counts = Counter(dict.fromkeys(CLASSES, 0))
     for text in instructions:
-        cls = classify(text)
-        if cls:
+        for cls in classes(text):
             counts[cls] += 1
         mnemonic = _mnemonic(text)
         if not mnemonic.startswith("NOP"):
@@ -126,6 +132,17 @@ def mix(instructions: list[str]) -> dict[str, int]:
             counts["ldg_nc"] += "CONSTANT" in mods
             counts["ldg_strong"] += "STRONG" in mods
     return dict(counts)
+
+
+def classes(instruction: str) -> tuple[str, ...]:
+    """Every class one instruction counts in: its class (`classify`), and for a shared-memory
+    load or store its width's too (`LDS.U.128 R4, [R3]` -> ("lds", "lds_128"))."""
+    cls = classify(instruction)
+    if cls is None:
+        return ()
+    if cls in ("lds", "sts"):
+        return cls, f"{cls}_{_width(_mnemonic(instruction).split('.')[1:])}"
+    return (cls,)
 
 
 def classify(instruction: str) -> str | None:
@@ -142,9 +159,10 @@ def classify(instruction: str) -> str | None:
     return {"LDSM": "ldsm", "LDGSTS": "ldgsts", "LDS": "lds", "STS": "sts", "BAR": "bar",
             "LDL": "ldl", "STL": "stl", "BRA": "bra", "LOP3": "lop3", "SHFL": "shfl",
             "ATOMS": "atoms", "ATOM": "atom", "ATOMG": "atom", "RED": "atom", "DADD": "fp64",
-            "DMUL": "fp64", "DFMA": "fp64", "HGMMA": "hgmma", "UTMALDG": "utmaldg",
-            "UTMASTG": "utmastg", "SYNCS": "syncs", "USETMAXREG": "setmaxnreg",
-            "FFMA": "ffma", "FFMA32I": "ffma", "CALL": "call"}.get(op)
+            "DMUL": "fp64", "DFMA": "fp64", "FFMA": "ffma", "FFMA32I": "ffma", "FMUL": "fmul",
+            "FMUL32I": "fmul", "FADD": "fadd", "FADD32I": "fadd", "CALL": "call",
+            "HGMMA": "hgmma", "UTMALDG": "utmaldg",
+            "UTMASTG": "utmastg", "SYNCS": "syncs", "USETMAXREG": "setmaxnreg"}.get(op)
 
 
 def _mnemonic(instruction: str) -> str:

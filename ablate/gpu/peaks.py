@@ -16,8 +16,9 @@ fraction of peak (spec.WORK says which; ablate/job/thin.py lists the kinds).
 
 Each is timed under ablate.gpu.timing's protocol (CUDA-graph replay of >= min_sample_us,
 the median of the samples) and measured once per GPU: the first job that needs one measures
-it and caches it in runs/peaks/<GPU uuid>.json (with the date, the GPU, torch and the
-command), beside the others measured so far; `python -m ablate.gpu.peaks [DEVICE]` measures
+it and caches it in <peaks dir>/<GPU uuid>.json (the job's `peaks_dir`: beside its build.dir
+by default, runs/peaks for runs/build; `use_dir`), with the date, the GPU, torch and the
+command, beside the others measured so far; `python -m ablate.gpu.peaks [DEVICE]` measures
 them all again (and prints them). Datasheet numbers would flatter every kernel on a card
 that cannot reach them; these are what this card does.
 """
@@ -29,7 +30,15 @@ import sys
 
 from ablate.paths import RUNS
 
-CACHE = RUNS / "peaks"
+CACHE = RUNS / "peaks"  # the default; a job's own through use_dir (its peaks_dir)
+_cache_dir = [CACHE]
+
+
+def use_dir(folder) -> None:
+    """Cache the ceilings in `folder` from now on in this process (None: the default)."""
+    from pathlib import Path
+
+    _cache_dir[0] = Path(folder) if folder else CACHE
 
 COPY_BYTES = 1 << 30
 MATMUL_N = 8192
@@ -152,24 +161,26 @@ def _uuid(device_index):
     return str(getattr(props, "uuid", "") or props.name).replace(" ", "_"), props.name
 
 
-_measured = {}  # (device, uuid) -> what this process read or measured
+_measured = {}  # (device, uuid, folder) -> what this process read or measured
 
 
 def measured(device_index=0, again=False, command="the first ablate job on this GPU", kinds=("memory", "fp16_tensor")):
     """The GPU's ceilings of `kinds` (and whatever else its cache file holds), from the cache,
     each absent one (all with `again`) measured and written back: {"gpu", "uuid", "copy_gbps",
     "copies", "matmul_tflops" (FP16), "<kind>_tflops", "<kind>_error" (where the GPU lacks
-    one), "date", "command", "torch", "measured": {key: date}}."""
+    one), "date", "command", "torch", "measured": {key: date}}. The cache file lies in the
+    folder of `use_dir` (the job's peaks_dir)."""
     import torch
 
     uuid, name = _uuid(device_index)
-    path = CACHE / f"{uuid}.json"
-    out = _measured.get((device_index, uuid))
+    folder = _cache_dir[0]
+    path = folder / f"{uuid}.json"
+    out = _measured.get((device_index, uuid, folder))
     if out is None:
         out = json.loads(path.read_text()) if path.is_file() else {"gpu": name, "uuid": uuid}
     missing = [k for k in kinds if again or (KEYS[k] not in out and f"{k}_error" not in out)]
     if not missing:
-        _measured[(device_index, uuid)] = out
+        _measured[(device_index, uuid, folder)] = out
         return out
     if path.is_file():  # what other processes added since this one read it
         out = {**out, **json.loads(path.read_text())}
@@ -186,14 +197,17 @@ def measured(device_index=0, again=False, command="the first ablate job on this 
         out.setdefault("measured", {})[KEYS[kind]] = now
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=1))
-    _measured[(device_index, uuid)] = out
+    _measured[(device_index, uuid, folder)] = out
     return out
 
 
 def main(argv=None):
-    """`python -m ablate.gpu.peaks [DEVICE]`: measure every ceiling of a GPU again and cache them."""
+    """`python -m ablate.gpu.peaks [DEVICE] [DIR]`: measure every ceiling of a GPU again and
+    cache them (in DIR, default runs/peaks)."""
     argv = sys.argv[1:] if argv is None else argv
     device = int(argv[0]) if argv else 0
+    if len(argv) > 1:
+        use_dir(argv[1])
     print(json.dumps(measured(device, again=True, kinds=KINDS,
                               command="python -m ablate.gpu.peaks " + " ".join(argv)), indent=1))
     return 0

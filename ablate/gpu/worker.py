@@ -261,6 +261,7 @@ def gpu_job(spec):
     if not torch.cuda.is_available():
         raise RuntimeError("no CUDA device visible to the GPU worker")
     plugin, spec = from_wire(spec)
+    peaks.use_dir(spec.get("peaks_dir"))  # the run's own, beside its build.dir (job.py)
     kspec = plugin.spec
     shape, bench = spec["shape"], spec["bench"]
     device = torch.device("cuda", torch.cuda.current_device())

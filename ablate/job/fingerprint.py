@@ -13,6 +13,21 @@ its SASS equals the base's (then the pathology changes nothing that runs), unles
 launch differs by construction (half_sms: the base's library on half the SMs). A variant of
 generic pathologies with the base's SASS never gets here: it is `not_applicable`
 (ablate/pipeline.py).
+
+A combined variant (`pathology=[a,b]`, the interactions sweep's pairs and inversion) holds each
+pathology's rules where they mean what they meant alone. A rule was written for the pathology
+against the base; in a combination the other pathologies may change the same metric (one
+makes every load scalar, the other's `sass.ldg_128: same` then compares zeros with the
+base's count). So each pathology p is checked against the variant without p, its *rest*
+(the other pathologies together, built beside it; for a single, the base): a comparison
+rule (increases, decreases, same, differs) compares the variant with its rest, a bound
+(zero, nonzero, equals, at_least, at_most) reads the variant. A rule that does not hold
+fails only where the rest leaves that metric as the base has it (there the rule means what
+it meant alone); where the rest changed it too, the pathologies overlap on it and the rule
+is reported as a note, not a failure. A pathology whose variant's SASS equals its rest's is
+masked by the others: a note too (an interaction to measure, not a broken variant). The
+combination fails only on what no overlap explains: a rule broken on a metric no other
+pathology touched, no fingerprint, or SASS equal to the base's.
 """
 import re
 from collections.abc import Mapping
@@ -61,15 +76,19 @@ def validate(fingerprint) -> None:
 
 
 def check(variant, metrics: dict, base_metrics: dict, sass_text: str,
-          base_sass_text: str) -> list[str]:
+          base_sass_text: str, rests=None, notes=None) -> list[str]:
     """Problems with `variant` (an ablate.job.variant.Variant) against the base, each a line
     naming the pathology and the numbers; [] when every fingerprint holds.
 
     `metrics` and `base_metrics` are `static_metrics(...)` of the variant and of the base;
     the SASS texts are `sass.read(lib)["text"]` of each. The base itself has nothing to
-    check."""
+    check. For a combined variant, `rests` maps each pathology to (name, metrics, SASS text)
+    of the variant without it (module docstring); a pathology missing there is checked
+    against the base. `notes`, a list, receives the overlaps that are not failures."""
     if variant.is_base:
         return []
+    rests = rests or {}
+    notes = [] if notes is None else notes
     problems = []
     for name in variant.pathologies:
         fingerprint = variant.specs.get(name, {}).get("fingerprint")
@@ -77,15 +96,30 @@ def check(variant, metrics: dict, base_metrics: dict, sass_text: str,
             problems.append(f"{name}: no fingerprint: declare in its yaml the static change it "
                             "must cause against the base (see docs/design.md, Fingerprints)")
             continue
+        rest_name, rest, rest_text = rests.get(name, ("the base", base_metrics, base_sass_text))
+        if name in rests and sass_text == rest_text:
+            notes.append(f"{name}: masked in {variant.name}: its SASS equals that of {rest_name} (without "
+                         f"{name}); its rules are not checked here")
+            continue
         for metric, rule in fingerprint.items():
-            if metric not in metrics or metric not in base_metrics:
+            if metric not in metrics or metric not in base_metrics or metric not in rest:
                 problems.append(f"{name}: fingerprint metric {metric} was not measured "
                                 f"(variant {variant.name})")
                 continue
-            value, base = metrics[metric], base_metrics[metric]
-            if not holds(rule, value, base):
+            value, against = metrics[metric], rest[metric]
+            if holds(rule, value, against):
+                continue
+            if name not in rests:
                 problems.append(f"{name}: fingerprint {metric}: {describe(rule)} does not hold: "
-                                f"{variant.name} has {value}, the base {base}")
+                                f"{variant.name} has {value}, the base {base_metrics[metric]}")
+            elif against != base_metrics[metric]:
+                notes.append(f"{name}: fingerprint {metric}: {describe(rule)} not checked in {variant.name}: "
+                             f"the other pathologies change {metric} too (the base {base_metrics[metric]}, "
+                             f"{rest_name} {against}, {variant.name} {value})")
+            else:
+                problems.append(f"{name}: fingerprint {metric}: {describe(rule)} does not hold in "
+                                f"{variant.name}: it has {value}, {rest_name} (without {name}) {against}, "
+                                f"as the base")
     if sass_text == base_sass_text and getattr(variant, "changes_build", True):
         count = sum(1 for line in sass_text.splitlines() if line.startswith("  "))
         problems.append(f"{variant.name}: SASS equals the base's ({count} instructions): the "

@@ -10,7 +10,7 @@ The GPU half runs in other processes (the sweep's worker, ncu's driver, compute-
 driver), which receive the job as JSON (`wire`) and read it back with `from_wire`: the one
 place where a kernel is found again from its folder's path.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -34,6 +34,9 @@ class Job:
     kernel_counters: tuple[str, ...]  # the kernel's default ncu metrics (kernel.counters)
     cfg: DictConfig  # the composed config, kept for the record (config.yaml) and its settings
     opted_out: dict = None  # {generic pathology of the variant: why the kernel says it does not apply}
+    # A combined variant's rests: {pathology: the variant without it}, against which static
+    # mode checks that pathology's fingerprint (ablate/job/fingerprint.py); {} for one pathology.
+    rests: dict = field(default_factory=dict)
 
     @property
     def kernel(self) -> str:
@@ -43,6 +46,17 @@ class Job:
     def build(self):
         """cfg.build: dir, arch, nvcc, flags, jobs."""
         return self.cfg.build
+
+    @property
+    def peaks_dir(self) -> Path:
+        """Where the GPU's measured ceilings are cached: cfg.peaks_dir, else beside build.dir
+        (relative paths relative to the project root, as build.dir's)."""
+        from ablate.paths import ROOT
+
+        given = OmegaConf.select(self.cfg, "peaks_dir", default=None)
+        if given:
+            return (ROOT / Path(str(given)).expanduser()).resolve()
+        return (ROOT / str(self.build.dir)).resolve().parent / "peaks"
 
     @property
     def experiment(self) -> str:
@@ -58,7 +72,7 @@ class Job:
         """What a process of the GPU half needs of the job, as JSON-able data."""
         return {"kernel_dir": str(self.plugin.dir), "base_so": str(base_lib), "variant_so": str(variant_lib),
                 "shape": self.shape, "peers": list(self.peers), "launches": self.variant.launches,
-                "sm_fraction": self.variant.sm_fraction, "bench": self.bench}
+                "sm_fraction": self.variant.sm_fraction, "bench": self.bench, "peaks_dir": str(self.peaks_dir)}
 
 
 def make_job(cfg, shape_name=None) -> Job:
@@ -76,14 +90,20 @@ def make_job(cfg, shape_name=None) -> Job:
     peers = peer_names(cfg.bench, plugin.spec, plugin.name)
     kernel_counters = list(OmegaConf.select(cfg, "kernel.counters", default=None) or [])
     counters.check_names(kernel_counters, "kernel.counters")
-    variant, base = (variant_from_cfg(p, plugin.dir) for p in (cfg.pathology, {BASE: None}))
+    selected = OmegaConf.to_container(cfg.pathology, resolve=True)
+    configs = {"": selected, BASE: {BASE: None}}
+    named = [n for n in selected if n != BASE] if isinstance(selected, dict) else []
+    if len(named) > 1:  # each pathology of a combination is checked against the others together
+        configs.update({n: {k: v for k, v in selected.items() if k != n} for n in named})
+    made = {key: variant_from_cfg(c, plugin.dir) for key, c in configs.items()}
+    variant, base = made.pop(""), made.pop(BASE)
     for name in variant.pathologies:
         counters.check_when(variant.specs[name].get("counters"), list(shape), f"pathology '{name}'")
     name = shape_name or OmegaConf.select(cfg, "shape.name", default=None) or plugin.label(shape)
     declared = not_applicable_of(cfg, plugin)
     return Job(plugin=plugin, shape=shape, shape_name=str(name), variant=variant, base=base,
                peers=tuple(peers), bench=OmegaConf.to_container(cfg.bench, resolve=True), mode=str(cfg.mode),
-               kernel_counters=tuple(kernel_counters), cfg=cfg,
+               kernel_counters=tuple(kernel_counters), cfg=cfg, rests=made,
                opted_out={p: why for p, why in declared.items() if p in variant.generic})
 
 

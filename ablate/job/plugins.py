@@ -15,7 +15,11 @@ A plugin is a folder named after its kernel, the product's layout in small:
       conf/shape/*.yaml        its shapes
 
 Plugins are looked up in this project's kernels/, then in the folders of ABLATE_KERNEL_PATH
-(separated by os.pathsep), then in `kernel_path=[...]`. A run is about one kernel:
+(separated by os.pathsep; one that is not a folder is passed over, as PATH does), then in
+`kernel_path=[...]` (the app's override, the tools' --kernel-path): there `~` and paths
+relative to the working directory are taken as a shell would take them, made absolute before
+Hydra reads the command line (Hydra's own parser refuses a `~`), and one that is not a folder
+is a one-line error. A run is about one kernel:
 `kernel=NAME` picks it (conf/config.yaml names the default), and `choose` points
 ABLATE_KERNEL_CONF at its conf/ before Hydra starts, where the search-path plugin in
 hydra_plugins/ablate_kernel adds it to Hydra's config search path. `pathology=glob(*)` and
@@ -23,8 +27,10 @@ hydra_plugins/ablate_kernel adds it to Hydra's config search path. `pathology=gl
 built against another kernel's base.
 """
 import functools
+import hashlib
 import importlib.util
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +93,9 @@ OPTIONAL = {
                 "(default: true when the library has one config)",
 }
 BOUNDS = thin.BOUNDS
+# A plugin's files that its provenance hash covers (Plugin.sources): sources and headers (those
+# ablate.build.compile hashes into a library), Python, yamls.
+SOURCE_SUFFIXES = {".h", ".hh", ".hpp", ".cuh", ".cu", ".inc", ".c", ".cc", ".cpp", ".py", ".yaml", ".yml"}
 
 
 class PluginError(ValueError):
@@ -113,6 +122,25 @@ class Plugin:
             return self.spec.label(shape)
         return " ".join(f"{k}={v}" for k, v in shape.items())
 
+    def sources(self) -> list[Path]:
+        """What of the folder makes the kernel what it is: every file that goes into its build
+        (the source and every header beside it, as ablate.build.compile hashes them), its
+        Python (spec.py and whatever it imports beside it) and its yamls (conf/, links
+        followed); caches, hidden files and anything else left out."""
+        out = []
+        for top, dirs, files in os.walk(self.dir, followlinks=True):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+            out += [Path(top) / f for f in files if not f.startswith(".") and Path(f).suffix in SOURCE_SUFFIXES]
+        return sorted(out, key=lambda p: p.relative_to(self.dir).as_posix())
+
+    def sources_digest(self) -> str:
+        """16 hex digits of a hash of `sources()` (names relative to the folder, and contents):
+        two jobs of one digest ran the same plugin code, wherever its folder lay."""
+        h = hashlib.sha256()
+        for path in self.sources():
+            h.update(path.relative_to(self.dir).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+        return h.hexdigest()[:16]
+
     def options(self, group: str) -> list[str]:
         """The kernel's configs in `group` (pathology, shape), with ablate's own (the base,
         and the generic pathologies of conf/generic/ that every kernel gets)."""
@@ -131,7 +159,72 @@ class Plugin:
 
 def search_dirs(kernel_path=()) -> list[Path]:
     env = [p for p in os.environ.get(PATH_ENV, "").split(os.pathsep) if p]
-    return [KERNELS, *(Path(p).expanduser() for p in [*env, *kernel_path])]
+    return [KERNELS, *(Path(p).expanduser().absolute() for p in [*env, *kernel_path])]
+
+
+def kernel_dirs(values, given_as="kernel_path") -> list[str]:
+    """The folders of a kernel path as the user wrote them (`~`, relative to the working
+    directory), absolute; PluginError naming the first that is not a folder."""
+    out = []
+    for value in values:
+        text = str(value).strip()
+        if not text:
+            continue
+        path = Path(os.path.normpath(Path(text).expanduser().absolute()))
+        if not path.is_dir():
+            raise PluginError(f"{given_as}: {text!r} is not a folder ({path} "
+                              f"{'is a file' if path.exists() else 'does not exist'})")
+        out.append(str(path))
+    return out
+
+
+# `kernel_path=...` on the app's command line (also with Hydra's + or ++ prefixes).
+_KERNEL_PATH_ARG = re.compile(r"^(\+{0,2})kernel_path=(.*)$", re.S)
+
+
+def split_path_value(value: str) -> list[str]:
+    """The folders of `kernel_path=VALUE` as written: `[a,b]`, `a`, `a,b`, quoted or not."""
+    text = value.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    items = [item.strip() for item in text.split(",")] if text.strip() else []
+    return [item[1:-1] if len(item) >= 2 and item[0] == item[-1] and item[0] in "'\"" else item
+            for item in items]
+
+
+def hydra_list(dirs) -> str:
+    """A list of folders as Hydra's override grammar reads it: each one quoted."""
+    return "[" + ",".join("'" + d.replace("'", "\\'") + "'" for d in dirs) + "]"
+
+
+def with_kernel_path(argv) -> list[str]:
+    """The app's command line with each `kernel_path=...` made absolute and quoted, so that
+    `kernel_path=[~/kernels]` and `kernel_path=[../mine]` work as printed (Hydra's parser
+    refuses `~`, and a relative path would be read against whatever directory a job runs in);
+    PluginError naming a folder that does not exist."""
+    out = []
+    for arg in argv:
+        m = _KERNEL_PATH_ARG.match(arg)
+        if m:
+            arg = f"{m.group(1)}kernel_path={hydra_list(kernel_dirs(split_path_value(m.group(2))))}"
+        out.append(arg)
+    return out
+
+
+def tool_kernel(kernel, kernel_path=(), overrides=()):
+    """A tool's --kernel, --kernel-path (repeatable; each may hold several folders separated
+    by os.pathsep) and --override arguments, where a `kernel_path=[...]` override counts as
+    --kernel-path: (the plugin, its kernel path, the other overrides); PluginError."""
+    dirs, rest = [], []
+    for value in kernel_path or ():
+        dirs += kernel_dirs(str(value).split(os.pathsep), "--kernel-path")
+    for o in overrides or ():
+        m = _KERNEL_PATH_ARG.match(o)
+        if m:
+            dirs += kernel_dirs(split_path_value(m.group(2)))
+        else:
+            rest.append(o)
+    return load(kernel or default_kernel(), dirs), dirs, rest
 
 
 def available(kernel_path=()) -> dict[str, Path]:
@@ -254,7 +347,7 @@ def compose(kernel=None, overrides=(), kernel_path=(), **kwargs):
 
     kernel = kernel or default_kernel()
     use(load(kernel, kernel_path))
-    extra = [f"kernel_path=[{','.join(repr(str(p)) for p in kernel_path)}]"] if kernel_path else []
+    extra = [f"kernel_path={hydra_list([str(p) for p in kernel_path])}"] if kernel_path else []
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
         return hydra_compose("config", overrides=[f"kernel={kernel}", *extra, *overrides], **kwargs)
 

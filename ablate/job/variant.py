@@ -27,6 +27,10 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 MACRO_NAME_RE = re.compile(r"^ABLATE_[A-Z0-9_]+$")
 MACRO_VALUE_RE = re.compile(r"^[A-Za-z0-9_]*$")
 SEAM_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+ABLATE_SEAM_([A-Z0-9_]+)\b", re.M)
+# What makes a pathology's build (or launch) differ from the base's: a pathology other than
+# the base (and a calibration, whose `truth` says what it is) must have one, or it is refused
+# before anything is built (it would measure the base against itself and read as a pathology).
+BUILD_FIELDS = ("macros", "header", "flags", "regs_cap", "transform", "sm_fraction")
 SPEC_KEYS = {"header", "macros", "seam", "mechanism", "expected", "fingerprint", "counters", "launches", "truth",
              "generic", "flags", "regs_cap", "transform", "sm_fraction", "unchanged_means"}
 # Extra nvcc flags a pathology may add (`flags:`): a fixed vocabulary, nothing else reaches nvcc.
@@ -187,7 +191,7 @@ def _check_spec(name, spec) -> dict:
     if unknown:
         raise VariantError(
             f"pathology '{name}': unknown field(s) {unknown}; known: {sorted(SPEC_KEYS)}")
-    if name == BASE and any(spec.get(k) for k in ("macros", "header", "flags", "regs_cap", "transform", "sm_fraction")):
+    if name == BASE and any(spec.get(k) for k in BUILD_FIELDS):
         raise VariantError(f"pathology '{BASE}' is the base: it takes no macros, header, flags, "
                            "regs_cap, transform or sm_fraction")
     for key in ("generic",):
@@ -195,6 +199,10 @@ def _check_spec(name, spec) -> dict:
             raise VariantError(f"pathology '{name}': {key} must be true or false, got {spec[key]!r}")
     if spec.get("unchanged_means") is not None and not isinstance(spec["unchanged_means"], str):
         raise VariantError(f"pathology '{name}': unchanged_means must be a sentence")
+    if name != BASE and spec.get("truth") is None and not any(spec.get(k) not in (None, {}, [], "") for k in BUILD_FIELDS):
+        raise VariantError(f"pathology '{name}': no macros and no header: it would build the base again; "
+                           "give it macros (-D, for a seam of the base to read) or a header (its patch), "
+                           "or, for a generic one, flags, regs_cap, transform or sm_fraction")
     launches = spec.get("launches")
     if launches is not None and (isinstance(launches, bool) or not isinstance(launches, int) or launches < 1):
         raise VariantError(f"pathology '{name}': launches must be a whole number >= 1, got {launches!r}")

@@ -12,8 +12,9 @@ never ranked; calibrations (whose true effect is known: `make calibrate`) get a 
 their own, which says whether each interval covers the truth. A static sweep gives the
 static table: each pathology's registers, shared
 memory, spills, occupancy and SASS instruction classes against the base's. When the sweep
-has only one kind, the latest sweep of the other kind at the same git commit is shown
-beside it. Writes rank.csv (one row per job), rank.md and plots/ beside the sqlite store
+has only one kind, the latest sweep of the other kind at the same git commit and of the same
+plugin sources (the hash of the kernel plugin's files, tag plugin_sources) is shown beside it;
+one line says so when the latest of that kind at the commit ran other plugin sources. Writes rank.csv (one row per job), rank.md and plots/ beside the sqlite store
 (runs/ by default).
 """
 import argparse
@@ -36,6 +37,9 @@ from ablate.sweep.tracking import ROOT, sqlite_path, tracking_uri
 
 STATIC = ["regs", "smem_bytes", "spill_bytes", "threads_per_block", "occupancy_blocks", "occupancy_warps"]
 TIMED = ["base_us", "variant_us", "slowdown", "slowdown_lo", "slowdown_hi", "significant"]
+NOT_TIMED = ("Nothing to rank by slowdown: no timed job at this commit, only the static analysis above "
+             "(the binaries: registers, shared memory, occupancy, SASS, fingerprints). Slowdowns need a timed "
+             "sweep on a GPU: `make sweep` (ablate -m 'pathology=glob(*)') there, then `make rank`.")
 RANKING_TITLE = ("Ranking (slowdown = variant time / base time; 95% interval over the job's replicates, "
                  "significant = beyond 1 +- bench.min_effect):")
 
@@ -93,11 +97,14 @@ def rank(sweep=None, experiment=None, out=None, kernel=None):
                      "pathology that changes nothing in this kernel, and why):", view.to_string(index=False)]
         md += ["## Not ranked", markdown(view)]
     if static is not None:
-        sections += ["Static analysis (variant against the base, same build):",
+        sections += [f"Static analysis (variant against the base, same build; occupancy for {static_arch(jobs)}):",
                      static.drop(columns="sass changes").to_string(index=False), sass_lines(static, jobs)]
-        md += ["## Static analysis", markdown(static)]
-    if ranked.empty and unranked.empty and static is None:
-        sections.append("The sweep has no jobs logged.")
+        md += [f"## Static analysis (occupancy for {static_arch(jobs)})", markdown(static)]
+    if ranked.empty and calibrations.empty:
+        if static is not None:
+            sections.append(NOT_TIMED)
+        elif unranked.empty:
+            sections.append("The sweep has no jobs logged.")
 
     db = sqlite_path(uri)
     out = Path(out) if out else (db.resolve().parent if db is not None else ROOT / "runs")
@@ -229,14 +236,16 @@ def read_store(sweep, experiment=None, kernel=None):
     sweeps = sweeps[sweeps["experiment_id"] == experiment_id]
     jobs = load_jobs(experiment_id, chosen)
     titles = [header(chosen, jobs, uri)]
-    other = None
+    other, note = None, None
     if not (jobs["status"] == "static").any():
-        other = companion(experiment_id, sweeps, chosen, "static")
+        other, note = companion(experiment_id, sweeps, chosen, "static")
     elif not (jobs["status"] == "ok").any():
-        other = companion(experiment_id, sweeps, chosen, "ok")
+        other, note = companion(experiment_id, sweeps, chosen, "ok")
     if other is not None:
         titles.append(header(*other, lead="Beside it, sweep"))
         jobs = pd.concat([jobs, other[1]], ignore_index=True)
+    if note:
+        titles.append(note)
     return uri, titles, jobs
 
 
@@ -271,7 +280,9 @@ def load_jobs(experiment_id, sweep):
         "counters_verdict": col("params.counters_verdict"),
         "gpu": col("params.gpu"),
         "roof": col("params.roof"),                   # the kind of compute under the roofline (peaks.py)
+        "arch": col("params.arch"),  # what the binaries were built for (static: the occupancy's)
         "error": col("tags.error"),
+        "fingerprint_notes": col("params.fingerprint_notes"),  # a combination's overlaps (fingerprint.py)
         "start_time": runs.get("start_time"),
     })
     metrics = runs[sorted(c for c in runs.columns if c.startswith("metrics."))]
@@ -280,14 +291,29 @@ def load_jobs(experiment_id, sweep):
 
 
 def companion(experiment_id, sweeps, chosen, status):
-    """(sweep, jobs) of the latest other sweep at the same commit that has jobs of `status`."""
-    commit = chosen.get("tags.git_commit")
+    """((sweep, jobs) of the latest other sweep at the same commit and of the same plugin
+    sources that has jobs of `status`, or None; a line saying why none is shown when the
+    latest such sweep at the commit ran other plugin sources, else None)."""
+    commit, sources = chosen.get("tags.git_commit"), _sources(chosen)
+    note = None
     for _, s in sweeps.iterrows():
-        if s["run_id"] != chosen["run_id"] and s.get("tags.git_commit") == commit:
-            jobs = load_jobs(experiment_id, s)
-            if (jobs["status"] == status).any():
-                return s, jobs
-    return None
+        if s["run_id"] == chosen["run_id"] or s.get("tags.git_commit") != commit:
+            continue
+        jobs = load_jobs(experiment_id, s)
+        if not (jobs["status"] == status).any():
+            continue
+        if _sources(s) == sources:
+            return (s, jobs), None
+        note = note or (f"The {'static' if status == 'static' else 'timed'} sweep {s.get('tags.sweep_id')} at this "
+                        f"commit ran other sources of the kernel's plugin (plugin_sources {_sources(s) or 'unknown'}, "
+                        f"this one's {sources or 'unknown'}): not shown beside it.")
+    return None, note
+
+
+def _sources(sweep):
+    """A sweep's plugin_sources tag (None for a sweep logged before ablate recorded it)."""
+    value = sweep.get("tags.plugin_sources")
+    return value if isinstance(value, str) else None
 
 
 def header(sweep, jobs, uri=None, lead="Sweep"):
@@ -297,7 +323,8 @@ def header(sweep, jobs, uri=None, lead="Sweep"):
     kernel = f"kernel {kernel}, " if isinstance(kernel, str) else ""
     return (f"{lead} {sweep.get('tags.sweep_id')} "
             f"({kernel}mode {sweep.get('tags.mode')}, commit {sweep.get('tags.git_commit')}, "
-            f"{sweep['status'].lower()}; jobs: {counts})" + (f"\nstore: {uri}" if uri else "")
+            + (f"plugin sources {_sources(sweep)}, " if _sources(sweep) else "")
+            + f"{sweep['status'].lower()}; jobs: {counts})" + (f"\nstore: {uri}" if uri else "")
             + mixed_gpus(jobs))
 
 
@@ -426,6 +453,12 @@ def static_table(jobs, order):
     return pd.DataFrame(rows)
 
 
+def static_arch(jobs):
+    """The arch(es) the static jobs were built for, which their occupancy is computed for."""
+    archs = jobs.loc[jobs["status"] == "static", "arch"].dropna().unique() if "arch" in jobs else []
+    return ", ".join(sorted(map(str, archs))) or "an arch not logged"
+
+
 def sass_lines(static, jobs):
     """The SASS changes per pathology, and why each failing fingerprint failed."""
     lines = ["SASS instruction classes that changed:"]
@@ -434,6 +467,9 @@ def sass_lines(static, jobs):
     errors = (jobs[jobs["status"] == "static"].drop_duplicates("pathology", keep="last")
               .set_index("pathology")["error"].fillna(""))
     lines += [f"Fingerprint FAIL, {n}: {errors.get(n) or '(no reason logged)'}" for n in failed]
+    notes = (jobs[jobs["status"] == "static"].drop_duplicates("pathology", keep="last")
+             .set_index("pathology")["fingerprint_notes"].dropna())
+    lines += [f"Fingerprint overlap, {n}: {text}" for n, text in notes.items() if n in set(static["pathology"])]
     return "\n".join(lines)
 
 

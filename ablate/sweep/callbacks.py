@@ -59,6 +59,10 @@ class SweepSetup(Callback):
             jobs = jobs_of_sweep(config)
         except ValueError as e:
             raise SystemExit(f"ablate: {e}") from None
+        try:  # a store that cannot be written stops the sweep here too, before anything is built
+            tracking.check_store(config)
+        except tracking.StoreError as e:
+            raise SystemExit(f"ablate: {e}") from None
         plugin = jobs[0].plugin
         variants = variants_of_sweep(jobs)
         if jobs[0].base.name not in [v.name for v in variants]:  # every job is timed against the base
@@ -69,6 +73,10 @@ class SweepSetup(Callback):
         # The parent run first: a store that cannot be written stops the sweep right here.
         try:
             self.run_id = tracking.start_sweep(config, config.hydra.sweep.dir)
+        except Exception as e:  # raised, Hydra would only warn and go on with every job
+            self._stop_server()
+            raise SystemExit(f"ablate: MLflow: cannot create the sweep's run in {tracking.tracking_uri(config)}: "
+                             f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
         except BaseException:
             self._stop_server()
             raise
@@ -82,8 +90,9 @@ class SweepSetup(Callback):
             raise
         os.environ[ARCH_ENV] = next(iter(results.values())).arch  # the jobs' `auto`, probed once
         failed = [name for name, r in results.items() if r.status != "built"]
-        log.info("built %d variants in %.1f s%s", len(results), time.perf_counter() - tic,
-                 f"; failed: {', '.join(failed)} (their jobs record build_failed)" if failed else "")
+        log.log(logging.WARNING if failed else logging.INFO, "built %d variants in %.1f s%s", len(results),
+                time.perf_counter() - tic,
+                f"; failed: {', '.join(failed)} (their jobs record build_failed)" if failed else "")
         self.progress = Progress(config.hydra.sweep.dir, len(jobs))
 
     def _serve_store(self, config, launcher):
@@ -137,7 +146,9 @@ class SweepSetup(Callback):
 
         if self.progress is not None:
             counts = self.progress.close()
-            log.info("%d jobs: %d ok, %d failed", self.progress.total, counts["ok"], counts["failed"])
+            na = counts.get("not applicable", 0)
+            log.info("%d jobs: %d ok, %d failed%s", self.progress.total, counts["ok"], counts["failed"],
+                     f", {na} not applicable (generic pathologies that change nothing in this kernel)" if na else "")
             self.progress = None
         stop_worker()  # the sweep's GPU child, kept across its jobs; atexit would do it later
         if self.run_id is not None:

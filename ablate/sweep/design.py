@@ -63,10 +63,16 @@ def jobs_of_sweep(config, jobs=None) -> list:
 
 
 def variants_of_sweep(jobs) -> list:
-    """The distinct variants of `jobs`, in job order."""
+    """The distinct variants of `jobs`, in job order; in static mode, after them, the rests
+    of the combined ones (each without one of its pathologies, against which its fingerprint
+    is checked: ablate/job/fingerprint.py), so that one parallel build makes them all."""
     variants = {}
     for job in jobs:
         variants.setdefault(job.variant.name, job.variant)
+    for job in jobs:
+        if job.mode == "static":
+            for rest in job.rests.values():
+                variants.setdefault(rest.name, rest)
     return list(variants.values())
 
 

@@ -53,7 +53,7 @@ class Progress:
 
         self.sweep_dir, self.total, self.poll_s = Path(sweep_dir), total, poll_s
         self.enabled = sys.stdout.isatty() if enabled is None else enabled
-        self.seen, self.counts = set(), {"ok": 0, "failed": 0}
+        self.seen, self.counts = set(), {"ok": 0, "failed": 0, "not applicable": 0}
         self.stdout = sys.stdout
         self.bar = tqdm(total=total, desc="sweep", file=self.stdout, disable=not self.enabled,
                         bar_format="{desc}: {n_fmt}/{total_fmt} jobs{postfix} [{elapsed} elapsed, {remaining} left]")
@@ -68,7 +68,8 @@ class Progress:
             self._thread.start()
 
     def _counts(self):
-        return f"ok {self.counts['ok']}, failed {self.counts['failed']}"
+        na = self.counts["not applicable"]
+        return f"ok {self.counts['ok']}, failed {self.counts['failed']}" + (f", not applicable {na}" if na else "")
 
     def poll(self):
         """Count the marks that appeared since the last call; return how many."""
@@ -81,7 +82,8 @@ class Progress:
             except (OSError, ValueError):
                 continue  # being written: the next poll reads it
             self.seen.add(path)
-            self.counts["ok" if job.get("status") in GOOD else "failed"] += 1
+            status = job.get("status")
+            self.counts["ok" if status in GOOD else "not applicable" if status == "not_applicable" else "failed"] += 1
             if job.get("pid") != os.getpid() and job.get("summary") and self.enabled:  # else logged here
                 self.bar.write(job["summary"], file=self.stdout)
             new += 1

@@ -29,6 +29,32 @@ os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
 from ablate.paths import ROOT
 DEFAULT_URI = "sqlite:///runs/mlflow.db"
+UNLOGGED = ROOT / "runs" / "unlogged"  # a result whose logging failed, where its store's folder cannot take it
+
+
+class StoreError(RuntimeError):
+    """An MLflow store that cannot be written: a one-line message, before anything runs."""
+
+
+def check_store(cfg=None):
+    """The tracking URI, once its store is known writable; StoreError saying why not. A sqlite
+    store's folder must exist or be made, and it and the file (where there is one) must be
+    writable; a server is checked by creating the sweep's run (start_sweep)."""
+    raw = os.environ.get("MLFLOW_TRACKING_URI") or OmegaConf.select(cfg, "mlflow.tracking_uri", default=None) \
+        if cfg is not None else os.environ.get("MLFLOW_TRACKING_URI")
+    try:
+        uri = tracking_uri(cfg)
+    except OSError as e:
+        raise StoreError(f"the MLflow store {raw or DEFAULT_URI} cannot be written: "
+                         f"{e.strerror or e}: {e.filename or ''}".rstrip(": ")) from None
+    path = sqlite_path(uri)
+    if path is not None:
+        path = path.resolve()
+        unwritable = [p for p in (path.parent, path) if p.exists() and not os.access(p, os.W_OK)]
+        if unwritable:
+            raise StoreError(f"the MLflow store {uri} cannot be written: {unwritable[0]} is not writable "
+                             "(set MLFLOW_TRACKING_URI or mlflow.tracking_uri to one that is)")
+    return uri
 # MLflow's limits on one value (mlflow.utils.validation).
 MAX_PARAM_LEN = 6000
 MAX_TAG_LEN = 8000
@@ -87,20 +113,40 @@ def experiment_id(client, name, uri):
     return exp.experiment_id
 
 
-def git_commit(root=ROOT):
-    """HEAD's commit, with `-dirty` when the work tree has changes. Outside a checkout (a
-    copy of the tree shipped to a GPU machine), $ABLATE_GIT_COMMIT if set, else "unknown"."""
-    shipped = os.environ.get("ABLATE_GIT_COMMIT", "unknown")
+def git_commit(root=ROOT, shipped=None, only=None, counts=lambda line: True):
+    """HEAD's commit, with `-dirty` when the work tree has changes (under the folder `only`
+    when given; those of `git status --porcelain` lines that `counts`). Outside a checkout (a
+    copy of the tree shipped to a GPU machine), `shipped`: by default $ABLATE_GIT_COMMIT if
+    set, else "unknown"."""
+    shipped = os.environ.get("ABLATE_GIT_COMMIT", "unknown") if shipped is None else shipped
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"],
                               capture_output=True, text=True, timeout=30)
         if head.returncode != 0:
             return shipped
-        changes = subprocess.run(["git", "-C", str(root), "status", "--porcelain"],
+        changes = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
+                                  *(["--untracked-files=all", "--", str(only)] if only else [])],
                                  capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return shipped
-    return head.stdout.strip() + ("-dirty" if changes.stdout.strip() else "")
+    dirty = any(counts(line) for line in changes.stdout.splitlines() if line.strip())
+    return head.stdout.strip() + ("-dirty" if dirty else "")
+
+
+def plugin_provenance(plugin):
+    """What says which code of the kernel's plugin ran: `plugin_sources`, the hash of its
+    sources (ablate.job.plugins.Plugin.sources: what it builds, its spec, its yamls), and
+    `plugin_git_commit`, the commit of the repository its folder lies in, `-dirty` when a
+    tracked file of the folder changed or one of its sources is untracked ("none" outside a
+    repository; a cache or an editor's file left untracked there does not count)."""
+    sources = {p.name for p in plugin.sources()}
+
+    def counts(line):  # `?? path` is untracked: only a source file makes the folder dirty
+        return not line.startswith("??") or Path(line[3:].strip().strip('"')).name in sources
+
+    return {"plugin_sources": plugin.sources_digest(),
+            "plugin_git_commit": git_commit(plugin.dir, shipped="none", only=plugin.dir, counts=counts),
+            "plugin_dir": str(plugin.dir)}
 
 
 def sweep_id(sweep_dir):
@@ -130,6 +176,12 @@ def start_sweep(cfg, sweep_dir):
     if overrides:
         tags["overrides"] = " ".join(overrides)[:MAX_TAG_LEN]
     tags["kernel"] = str(OmegaConf.select(cfg, "kernel.name", default="unknown"))
+    try:
+        from ablate.job import plugins
+
+        tags.update(plugin_provenance(plugins.of(cfg)))  # rank pairs sweeps of one plugin's sources only
+    except Exception as e:  # the jobs log theirs; the sweep still starts
+        log.warning("MLflow: the plugin's provenance could not be read for the sweep's run: %s", e)
     run = client.create_run(experiment_id(client, experiment_name(cfg), uri), tags=tags, run_name=sid)
     log.info("MLflow: sweep %s is run %s in %s", sid, run.info.run_id, uri)
     return run.info.run_id
@@ -214,6 +266,7 @@ def job_params(job, result):
         "mode": "static" if result.status == "static" else job.mode,
         "arch": str(OmegaConf.select(job.cfg, "build.arch", default="unknown")),
         "git_commit": git_commit(),
+        **plugin_provenance(job.plugin),
     }
     for k, v in OmegaConf.to_container(job.cfg.shape, resolve=True).items():
         params[f"shape.{k}"] = v
@@ -229,6 +282,7 @@ def job_tags(job, result, params, client, parent_run_id):
         "variant": params["pathology"],
         "mode": params["mode"],
         "git_commit": params["git_commit"],
+        "plugin_sources": params["plugin_sources"],
     }
     if result.error:
         tags["error"] = str(result.error)[:500]
@@ -332,18 +386,31 @@ def _safe_name(name, problems):
 
 def _report(cfg, result, name, problems, run_id=None):
     """Say what failed and keep the whole result on disk in `unlogged/` beside the sqlite
-    store (runs/unlogged/ for other stores)."""
+    store, or in the project's runs/unlogged/ (UNLOGGED) for other stores and where the
+    store's folder cannot be written either."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    text = json.dumps({"run_id": run_id, "problems": problems, "config": _config_yaml(cfg),
+                       "result": result.to_dict()}, indent=2, default=str)
+    filename = f"{stamp}-{re.sub(r'[^A-Za-z0-9._+@-]', '_', name)}.json"
+    folders, errors = [], []
     try:
         db = sqlite_path(tracking_uri(cfg))
-        folder = (db.resolve().parent if db is not None else ROOT / "runs") / "unlogged"
-        path = folder / f"{stamp}-{re.sub(r'[^A-Za-z0-9._+@-]', '_', name)}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"run_id": run_id, "problems": problems, "config": _config_yaml(cfg),
-                                    "result": result.to_dict()}, indent=2, default=str))
-        kept = f"; the result is saved in {path}"
-    except OSError as e:
-        kept = f"; could not save it either ({e}): {json.dumps(result.to_dict(), default=str)}"
+        if db is not None:
+            folders.append(db.resolve().parent / "unlogged")
+    except OSError as e:  # the store's folder cannot even be made
+        errors.append(str(e))
+    folders.append(UNLOGGED)
+    kept = None
+    for folder in dict.fromkeys(folders):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / filename).write_text(text)
+            kept = f"; the result is saved in {folder / filename}"
+            break
+        except OSError as e:
+            errors.append(str(e))
+    if kept is None:
+        kept = f"; could not save it either ({'; '.join(errors)}): {json.dumps(result.to_dict(), default=str)}"
     where = f"run {run_id}" if run_id else "no run created"
     log.error("MLflow: logging job %s had problems (%s): %s%s", name, where, "; ".join(problems), kept)
 

@@ -189,8 +189,8 @@ def run(args, argv):
     from hydra.errors import HydraException
 
     try:
-        plugin = plugins.load(args.kernel or plugins.default_kernel())
-        cfg = plugins.compose(plugin.name, ["pathology=none", *args.override], return_hydra_config=True)
+        plugin, kernel_path, overrides = plugins.tool_kernel(args.kernel, args.kernel_path, args.override)
+        cfg = plugins.compose(plugin.name, ["pathology=none", *overrides], kernel_path, return_hydra_config=True)
     except plugins.PluginError as e:
         raise SystemExit(f"ablate.tools.benchmark: {e}")
     except HydraException as e:
@@ -216,6 +216,7 @@ def run(args, argv):
     from ablate.build.library import Kernel
 
     kernel = Kernel(build_base(job), plugin.spec)
+    peaks.use_dir(job.peaks_dir)
     before = gpu_state_now()
     ceiling = peaks.peak(plugin.spec.WORK, torch.cuda.current_device())
     header = header_lines(plugin, cfg.bench, before, ceiling)
@@ -248,6 +249,9 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m ablate.tools.benchmark", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kernel", default=None, help="the kernel plugin (default: conf/config.yaml's)")
+    p.add_argument("--kernel-path", action="append", default=[], metavar="DIR",
+                   help="a folder of kernel plugins besides kernels/ (repeatable; ~ and relative paths "
+                        "as in a shell), as the app's kernel_path=[DIR,...]")
     p.add_argument("--shapes", default=None,
                    help="comma-separated names from the kernel's conf/shape (default: its default shape)")
     p.add_argument("--peers", default=None,

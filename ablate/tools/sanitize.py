@@ -177,7 +177,7 @@ def pathology_names(plugin):
     return sorted(plugin.options("pathology"), key=lambda n: n != "none")
 
 
-def build_pathologies(plugin, names, overrides=()):
+def build_pathologies(plugin, names, overrides=(), kernel_path=()):
     """Compose the app's config for each pathology and build them all in one ninja run.
 
     Returns (cfg of the first, {pathology name: BuildResult}).
@@ -185,7 +185,7 @@ def build_pathologies(plugin, names, overrides=()):
     from ablate.build.compile import build
     from ablate.job.job import make_job
 
-    cfgs = {n: plugins.compose(plugin.name, [f"pathology={n}", *overrides]) for n in names}
+    cfgs = {n: plugins.compose(plugin.name, [f"pathology={n}", *overrides], kernel_path) for n in names}
     jobs = {n: make_job(c) for n, c in cfgs.items()}
     cfg = cfgs[names[0]]
     results = build([j.variant for j in jobs.values()], cfg.build, plugin, ROOT)
@@ -252,7 +252,7 @@ def report(names, tools, results):
 
 def run(args):
     try:
-        plugin = plugins.load(args.kernel or plugins.default_kernel())
+        plugin, kernel_path, overrides = plugins.tool_kernel(args.kernel, args.kernel_path, args.override)
     except plugins.PluginError as e:
         raise SystemExit(f"ablate.tools.sanitize: {e}")
     sanitizer = args.sanitizer or find_sanitizer()
@@ -272,7 +272,7 @@ def run(args):
     if why := unavailable(plugin):
         raise SystemExit(why)
     try:
-        _, builds = build_pathologies(plugin, names, args.override)
+        _, builds = build_pathologies(plugin, names, overrides, kernel_path)
     except HydraException as e:
         raise SystemExit(f"cannot compose the config (check --override): {e}")
     except ValueError as e:  # a VariantError, or another setting a job refuses
@@ -317,6 +317,9 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m ablate.tools.sanitize", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kernel", default=None, help="the kernel plugin (default: conf/config.yaml's)")
+    p.add_argument("--kernel-path", action="append", default=[], metavar="DIR",
+                   help="a folder of kernel plugins besides kernels/ (repeatable; ~ and relative paths "
+                        "as in a shell), as the app's kernel_path=[DIR,...]")
     p.add_argument("--tools", default="memcheck,racecheck",
                    help=f"comma-separated, from {','.join(TOOLS)}")
     p.add_argument("--pathologies", default=None,

@@ -26,8 +26,35 @@ def _gpus():
     return count()
 
 
+def _root():
+    """`${ablate_root:}` (conf/config.yaml's hydra.run.dir and hydra.sweep.dir): the project's
+    root, so that Hydra's logs land in its runs/ from whatever directory ablate is run."""
+    from ablate.paths import ROOT
+
+    return str(ROOT)
+
+
+def _kernels():
+    """`${ablate_kernels:}` (conf/config.yaml's help): the kernels this run could pick, and
+    which one the help shows the groups of."""
+    from pathlib import Path
+
+    from ablate.job import plugins
+
+    try:
+        names = ", ".join(sorted(plugins.available()))
+    except plugins.PluginError as e:
+        names = f"(none readable: {e})"
+    shown = Path(os.environ[ENV]).parent.name if os.environ.get(ENV) else "the default"
+    return f"{names}; the groups below are {shown}'s"
+
+
+if not OmegaConf.has_resolver("ablate_kernels"):
+    OmegaConf.register_new_resolver("ablate_kernels", _kernels)
 if not OmegaConf.has_resolver("ablate_gpus"):
     OmegaConf.register_new_resolver("ablate_gpus", _gpus, use_cache=True)
+if not OmegaConf.has_resolver("ablate_root"):
+    OmegaConf.register_new_resolver("ablate_root", _root)
 
 
 class AblateKernelSearchPath(SearchPathPlugin):
