@@ -197,6 +197,15 @@ def hydra_list(dirs) -> str:
     return "[" + ",".join("'" + d.replace("'", "\\'") + "'" for d in dirs) + "]"
 
 
+def add_kernel_arguments(parser) -> None:
+    """--kernel and --kernel-path, as the tools (ablate benchmark | sanitize) take them; read
+    back with tool_kernel."""
+    parser.add_argument("--kernel", default=None, help="the kernel plugin (default: conf/config.yaml's)")
+    parser.add_argument("--kernel-path", action="append", default=[], metavar="DIR",
+                        help="a folder of kernel plugins besides kernels/ (repeatable; ~ and relative paths "
+                             "as in a shell), as the app's kernel_path=[DIR,...]")
+
+
 def with_kernel_path(argv) -> list[str]:
     """The app's command line with each `kernel_path=...` made absolute and quoted, so that
     `kernel_path=[~/kernels]` and `kernel_path=[../mine]` work as printed (Hydra's parser

@@ -248,10 +248,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     p = argparse.ArgumentParser(prog="python -m ablate.tools.benchmark", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--kernel", default=None, help="the kernel plugin (default: conf/config.yaml's)")
-    p.add_argument("--kernel-path", action="append", default=[], metavar="DIR",
-                   help="a folder of kernel plugins besides kernels/ (repeatable; ~ and relative paths "
-                        "as in a shell), as the app's kernel_path=[DIR,...]")
+    plugins.add_kernel_arguments(p)
     p.add_argument("--shapes", default=None,
                    help="comma-separated names from the kernel's conf/shape (default: its default shape)")
     p.add_argument("--peers", default=None,

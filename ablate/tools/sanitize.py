@@ -316,10 +316,7 @@ def run(args):
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m ablate.tools.sanitize", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--kernel", default=None, help="the kernel plugin (default: conf/config.yaml's)")
-    p.add_argument("--kernel-path", action="append", default=[], metavar="DIR",
-                   help="a folder of kernel plugins besides kernels/ (repeatable; ~ and relative paths "
-                        "as in a shell), as the app's kernel_path=[DIR,...]")
+    plugins.add_kernel_arguments(p)
     p.add_argument("--tools", default="memcheck,racecheck",
                    help=f"comma-separated, from {','.join(TOOLS)}")
     p.add_argument("--pathologies", default=None,
