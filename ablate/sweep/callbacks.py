@@ -18,9 +18,10 @@ from pathlib import Path
 from hydra.core.utils import JobStatus
 from hydra.experimental.callback import Callback
 
+from ablate.paths import ROOT
+
 log = logging.getLogger(__name__)
 
-from ablate.paths import ROOT
 SWEEP_RUN_ENV = "ABLATE_SWEEP_RUN_ID"
 BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 

@@ -21,15 +21,19 @@ from omegaconf import OmegaConf
 
 from ablate.job.result import GOOD_STATUSES, STATUSES, Result
 from ablate.job.variant import BASE
+from ablate.paths import ROOT, RUNS
 
 log = logging.getLogger(__name__)
 # MLflow's client prints a "View run ... at" line per run when the store is a server: one per
 # job, between ablate's own lines (the UI: ablate ui).
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
-from ablate.paths import ROOT
 DEFAULT_URI = "sqlite:///runs/mlflow.db"
-UNLOGGED = ROOT / "runs" / "unlogged"  # a result whose logging failed, where its store's folder cannot take it
+UNLOGGED = RUNS / "unlogged"  # a result whose logging failed, where its store's folder cannot take it
+# MLflow's limits on one value (mlflow.utils.validation).
+MAX_PARAM_LEN = 6000
+MAX_TAG_LEN = 8000
+BATCH = 100
 
 
 class StoreError(RuntimeError):
@@ -40,8 +44,9 @@ def check_store(cfg=None):
     """The tracking URI, once its store is known writable; StoreError saying why not. A sqlite
     store's folder must exist or be made, and it and the file (where there is one) must be
     writable; a server is checked by creating the sweep's run (start_sweep)."""
-    raw = os.environ.get("MLFLOW_TRACKING_URI") or OmegaConf.select(cfg, "mlflow.tracking_uri", default=None) \
-        if cfg is not None else os.environ.get("MLFLOW_TRACKING_URI")
+    raw = os.environ.get("MLFLOW_TRACKING_URI")
+    if not raw and cfg is not None:
+        raw = OmegaConf.select(cfg, "mlflow.tracking_uri", default=None)
     try:
         uri = tracking_uri(cfg)
     except OSError as e:
@@ -55,10 +60,6 @@ def check_store(cfg=None):
             raise StoreError(f"the MLflow store {uri} cannot be written: {unwritable[0]} is not writable "
                              "(set MLFLOW_TRACKING_URI or mlflow.tracking_uri to one that is)")
     return uri
-# MLflow's limits on one value (mlflow.utils.validation).
-MAX_PARAM_LEN = 6000
-MAX_TAG_LEN = 8000
-BATCH = 100
 
 
 def tracking_uri(cfg=None):

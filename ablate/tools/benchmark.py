@@ -22,7 +22,6 @@ from pathlib import Path
 
 from ablate.job import plugins
 from ablate.gpu.stats import summary
-
 from ablate.paths import ROOT
 
 

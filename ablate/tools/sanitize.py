@@ -28,8 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ablate.job import plugins
-
 from ablate.paths import ROOT
+
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 # Red zone after every allocation, so a read or write just past a tensor's end is reported
 # even when the allocator placed another tensor right behind it.
