@@ -76,6 +76,30 @@ def test_the_sweeper_expands_a_glob_into_the_design():
                                         [["pathology=[no_swizzle,no_cp_async]", "shape=s512"]])
 
 
+def test_a_generic_pathology_pairs_with_every_other_and_stays_out_of_the_inversion():
+    """The README's `pathology=glob(*)` takes the generic pathologies too: each is a seam of
+    its own (generic.<name>), combined with every other pathology, generic or not; the
+    inversion switches off the kernel's own seams only."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from ablate.job import plugins
+    from hydra_plugins.ablate_interactions import InteractionsSweeper
+
+    plugins.use(plugins.load("attention"))
+    names = ["none", "no_swizzle", "no_cp_async", "no_unroll", "strict_fp"]
+    with initialize_config_dir(config_dir=str(plugins.CONF), version_base=None):
+        cfg = compose("config", overrides=["kernel=attention", "hydra/sweeper=interactions"], return_hydra_config=True)
+        jobs = InteractionsSweeper.jobs_of(cfg, GlobalHydra.instance().config_loader(),
+                                           [[f"pathology={p}", "shape=s512"] for p in names])
+    got = [j[-1].split("=", 1)[1] for j in jobs]
+    pairs = [g for g in got if g.count(",") == 1]
+    assert len(pairs) == 6  # every pair of the four: no two share a seam
+    assert "[no_unroll,strict_fp]" in pairs and "[no_cp_async,no_unroll]" in pairs
+    assert not [g for g in got if g.count(",") >= 2]  # the inversion of two own seams is the pair itself
+    assert got[:5] == ["none", "no_cp_async", "no_swizzle", "no_unroll", "strict_fp"]
+
+
 # ---- the estimate on synthetic samples ----------------------------------------------------
 
 def job_samples(rng, truth, replicates=3, between=0.004, within=0.01, samples=20):

@@ -40,6 +40,9 @@ FLAG_RE = re.compile(r"^(--fmad=(true|false)|-prec-div=(true|false)|-prec-sqrt=(
 TRANSFORMS = ("unroll_1",)
 
 
+GENERIC_SEAM = "generic."  # the prefix of a generic pathology's seam of its own (Variant.seam_of)
+
+
 class VariantError(ValueError):
     """A pathology config that cannot become a variant."""
 
@@ -62,6 +65,16 @@ class Variant:
     @property
     def is_base(self) -> bool:
         return not self.pathologies
+
+    def seam_of(self, name) -> str | None:
+        """The seam pathology `name` stands for in the interactions design: its patch's; a
+        generic pathology (conf/generic/) replaces none, since it changes how the whole kernel
+        is built or launched, so it stands for a seam of its own, `generic.<name>`: it pairs
+        with every other pathology, and the inversion (the kernel's own seams switched off)
+        leaves it out. None for a hand-written pathology without a seam."""
+        if name in self.seams:
+            return self.seams[name]
+        return f"{GENERIC_SEAM}{name}" if name in self.generic else None
 
     @property
     def changes_build(self) -> bool:

@@ -2,7 +2,7 @@
 line (`sweep_jobs`), each job's config made into a Job once (`jobs_of_sweep`: the callback
 builds their variants before the first job), and the interactions design that
 `hydra/sweeper=interactions` (hydra_plugins/ablate_interactions) asks for: the base, each
-pathology alone, every pair on different seams (two patches of one seam cannot be combined),
+pathology alone, every pair on different seams (two patches of one seam cannot be combined; a generic pathology is a seam of its own),
 and the **inversion**: one pathology per seam switched on ("everything off"), then that set
 with each one taken out (each optimization added back alone). A pathology's seam is the one
 its patch replaces (ablate/job/variant.py reads it from the patch), not its yaml's word.
@@ -12,6 +12,8 @@ The analysis of what such a sweep measured is ablate/report/interactions.py.
 import itertools
 
 from omegaconf import OmegaConf
+
+from ablate.job.variant import GENERIC_SEAM
 
 BASE = "none"
 
@@ -144,12 +146,16 @@ def interactions_jobs(config, loader, jobs):
             seam = _seam_of(cfg, name)
             if not seam:
                 raise SystemExit(f"ablate: pathology {name!r} replaces no seam (its patch defines no "
-                                 "ABLATE_SEAM_* macro and its yaml names no `seam:`): the interactions sweep "
-                                 "needs each pathology's seam to know which pairs can be combined")
+                                 "ABLATE_SEAM_* macro and its yaml names no `seam:`, and it is not a generic "
+                                 "pathology): the interactions sweep needs each pathology's seam to know which "
+                                 "pairs can be combined")
             seams[name] = seam
     out = []
     for rest, names in groups.items():
-        chosen = seam_choice({n: seams[n] for n in names if n != "none"}, config.get("kernel", {}).get("inversion"))
+        # The inversion switches off the kernel's own seams; a generic pathology's seam of its
+        # own (Variant.seam_of) enters the pairs only.
+        own = {n: seams[n] for n in names if n != "none" and not seams[n].startswith(GENERIC_SEAM)}
+        chosen = seam_choice(own, config.get("kernel", {}).get("inversion"))
         for variant in design({n: seams[n] for n in names if n != "none"}, chosen,
                               pairs=bool(options.get("pairs", True)), inversion=bool(options.get("inversion", True))):
             value = "none" if not variant else variant[0] if len(variant) == 1 else "[" + ",".join(variant) + "]"
@@ -162,6 +168,6 @@ def _seam_of(cfg, name):
     from ablate.job.job import make_job
 
     try:
-        return make_job(cfg).variant.seams.get(name)
+        return make_job(cfg).variant.seam_of(name)
     except ValueError as e:
         raise SystemExit(f"ablate: {e}") from None

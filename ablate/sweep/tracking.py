@@ -260,7 +260,7 @@ def job_params(job, result):
         "mechanism": _joined(specs, texts, "mechanism"),
         "expected": _joined(specs, texts, "expected"),
         "truth": _truth(specs, names),
-        "seams": ",".join(variant.seams.get(n) or "-" for n in names) or "-",  # as the patches replace them
+        "seams": ",".join(variant.seam_of(n) or "-" for n in names) or "-",  # as the patches replace them
         "min_effect": job.bench.get("min_effect"),
         "shape": job.shape_name,
         # What the job did: mode=gpu falls back to static on a machine with no GPU.
