@@ -87,7 +87,9 @@ def job_line(job, out):
     timeout)."""
     m = out.metrics
     if "slowdown" in m:
-        summary = f"slowdown {m['slowdown']:.3f} [{m['slowdown_lo']:.3f}, {m['slowdown_hi']:.3f}]"
+        from ablate.gpu.stats import interval_text
+
+        summary = f"slowdown {interval_text(m['slowdown'], m['slowdown_lo'], m['slowdown_hi'])}"
     elif out.status == "static" and not out.error:
         summary = "fingerprint holds" if not job.variant.is_base else "the base"
     else:

@@ -100,3 +100,27 @@ def test_the_child_is_pinned_to_the_claimed_gpu(two_gpus, monkeypatch):
         assert moved.params["pinned"].startswith("GPU-aaaa")
     finally:
         worker._worker.stop()
+
+
+def test_a_child_started_before_the_first_job_serves_it(two_gpus, monkeypatch):
+    """The sweep starts its GPU child as it begins (its torch and CUDA start while the jobs
+    are composed and built); the first job claims that child's GPU and keeps the child."""
+    monkeypatch.setattr(worker, "_worker", Worker("tests.test_gpus:report_env"))
+    try:
+        worker.prestart_worker()
+        started = worker._worker.proc.pid
+        out = worker.run_worker({}, 60)
+        assert out.params["worker_pid"] == started and out.params["gpu_index"] == "0"
+        assert out.params["pinned"].startswith("GPU-aaaa")
+        worker.prestart_worker()  # running already: nothing new
+        assert worker._worker.proc.pid == started
+    finally:
+        worker._worker.stop()
+
+
+def test_no_child_is_started_early_without_a_gpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi at all
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(worker, "_worker", None)
+    worker.prestart_worker()
+    assert worker._worker is None

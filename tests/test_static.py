@@ -187,6 +187,27 @@ def test_sass_of_the_real_kernel(built):
     assert sass.read(built.results["none"].lib)["text"] == text  # the same every time
 
 
+def test_a_librarys_sass_is_read_once_and_again_when_it_changes(built, tmp_path):
+    """The report is kept beside the library and used while the library is the same file;
+    a library rebuilt in place (another mtime) is disassembled again."""
+    import json
+    import os
+    import shutil
+
+    lib = tmp_path / "x.so"
+    shutil.copy(built.results["none"].lib, lib)
+    first = sass.read(lib)
+    cache = tmp_path / "x.so.sass.json"
+    saved = json.loads(cache.read_text())
+    assert saved["report"] == first
+    saved["report"]["text"] = "planted"
+    cache.write_text(json.dumps(saved))
+    assert sass.read(lib)["text"] == "planted"  # the kept report, not cuobjdump's
+    st = lib.stat()
+    os.utime(lib, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    assert sass.read(lib)["text"] == first["text"]  # changed: disassembled again
+
+
 def test_sass_of_something_not_a_library_is_a_clear_error(tmp_path):
     junk = tmp_path / "junk.so"
     junk.write_text("not an ELF file")

@@ -72,6 +72,30 @@ def test_the_estimate_is_the_geometric_mean_of_the_replicates():
     assert math.log(r["slowdown_hi"] / r["slowdown"]) == pytest.approx(half, rel=1e-3)
 
 
+def test_an_a_a_job_whose_medians_tie_keeps_the_timers_resolution():
+    """Base against itself, samples in steps of the event timer's resolution over the launches
+    (here 0.5 us / 100 launches at ~20 us per launch): the medians tie in every replicate.
+    The replicates' spread alone says zero width; the interval keeps the step's rounding."""
+    from ablate.gpu.stats import interval_text
+
+    rng = np.random.default_rng(0)
+    step = 0.5 / 100
+    reps = [np.round((20 + rng.normal(0, 0.001, 20)) / step) * step for _ in range(3)]
+    assert len({float(np.median(r)) for r in reps}) == 1  # they tie: the case of the report
+    bare = slowdown(reps, reps)
+    assert bare["slowdown_lo"] == bare["slowdown_hi"] == 1.0  # what the spread alone says
+    r = slowdown(reps, reps, resolution=[(step, step)] * 3)
+    # sd of one log ratio: sqrt(2/12) * step / 20; t(2) = 4.303 over sqrt(3) replicates
+    half = 4.303 * math.sqrt(2 / 12) * step / 20 / math.sqrt(3)
+    assert r["slowdown"] == 1.0 and math.log(r["slowdown_hi"]) == pytest.approx(half, rel=1e-3)
+    assert not r["significant"]
+    assert interval_text(r["slowdown"], r["slowdown_lo"], r["slowdown_hi"]) == "1.0000 [0.9997, 1.0003]"
+    assert interval_text(1.0, 0.997, 1.004, "x") == "1.000x [0.997, 1.004]"
+    # Where the replicates spread more than the step, the step changes nothing.
+    noisy = [[10.0, 10.0], [10.0, 10.0], [10.0, 10.0]], [[11.0, 11.0], [12.0, 12.0], [11.5, 11.5]]
+    assert slowdown(*noisy, resolution=[(step, step)] * 3) == slowdown(*noisy)
+
+
 def test_base_against_base_is_not_significant():
     rng = np.random.default_rng(3)
     flagged = sum(slowdown(*run(rng, 1.0, 3, between=0.004))["significant"] for _ in range(100))

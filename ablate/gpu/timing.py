@@ -32,6 +32,10 @@ import time
 
 import numpy as np
 
+# cudaEventElapsedTime's resolution, "around 0.5 microseconds" (CUDA Runtime API): a sample,
+# one replay's interval divided by its launches, comes in steps of this over the launches.
+EVENT_RESOLUTION_US = 0.5
+
 # A replay longer than this many launches means the kernel is too fast to time sensibly.
 MAX_LAUNCHES = 100_000
 RESTORE = "inout_restore"  # the candidate that is the inout restores alone

@@ -155,6 +155,27 @@ def run_worker(spec, timeout_s):
     return out
 
 
+def prestart_worker():
+    """Start this process's child now, on the first GPU of this host, so that its python,
+    torch and CUDA context start while the sweep still composes its jobs and builds (the
+    first job waited ~10 s for them on the H100: docs/benchmarks.md, "Sweep speed"). The
+    first job's `gpus.claim` prefers that GPU and keeps the child; where another job holds
+    it, the child is replaced as before. Nothing is started where no GPU is listed."""
+    from ablate.gpu import gpus
+
+    global _worker
+    if _worker is not None and _worker.proc is not None:
+        return
+    found = gpus.visible()
+    if not found:
+        return
+    if _worker is None:
+        _worker = Worker()
+        atexit.register(stop_worker)
+    _worker.gpu = found[0]
+    _worker._start()
+
+
 def stop_worker():
     """End the child (at the end of a sweep, and at exit): an idle child exits on EOF at once."""
     if _worker is not None:
@@ -215,6 +236,7 @@ def _replicates(kspec, base, variant, shape, bench, spec, n_sets, device):
 
     rng = np.random.default_rng(bench["seed"])
     held, skipped, launches, reused = [], {}, {}, False
+    steps = []  # per replicate, (base, variant): the step of their samples (us per launch)
     need = n_sets * kspec.bytes_moved(shape)
 
     def take(i):
@@ -237,10 +259,12 @@ def _replicates(kspec, base, variant, shape, bench, spec, n_sets, device):
                                                   optional=optional)
         skipped.update(dropped)
         launches.update(counts)
+        steps.append(tuple(timing.EVENT_RESOLUTION_US / counts[n] for n in ("base", "variant")))
         return samples
 
     def estimate(reps):
-        return slowdown([r["base"] for r in reps], [r["variant"] for r in reps], bench["min_effect"])
+        return slowdown([r["base"] for r in reps], [r["variant"] for r in reps], bench["min_effect"],
+                        resolution=steps[:len(reps)])
 
     reps, reason, seconds = timing.replicates(take, bench, estimate)
     held.clear()
@@ -364,10 +388,11 @@ def _answer(handler, spec):
         return Result("crashed", error=f"{type(e).__name__}: {text.splitlines()[0] if text else ''}".strip())
 
 
-def serve(handler):
+def serve(handler, warm=None):
     """Answer one JSON spec per line of stdin with one JSON result per line, until EOF or a
     crash. Answers go to a private copy of stdout; fd 1 then points at stderr, so nothing
-    else (a print, torch, the CUDA runtime) can write into the protocol."""
+    else (a print, torch, the CUDA runtime) can write into the protocol. `warm` runs then,
+    before the first spec is read."""
     answers = os.fdopen(os.dup(1), "w")  # not inheritable: grandchildren cannot write to it
     os.dup2(2, 1)
     sys.stdout = sys.stderr
@@ -375,6 +400,11 @@ def serve(handler):
     # to the thread that started the child: Hydra's basic launcher runs jobs on the main one.
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if warm is not None:
+        try:
+            warm()
+        except Exception:  # the first job meets the same failure and reports it as its own
+            traceback.print_exc()
     for line in sys.stdin:
         out = _answer(handler, json.loads(line))
         sys.stderr.flush()  # the job's log is whole before the parent reads it
@@ -386,6 +416,17 @@ def serve(handler):
     return 0
 
 
+def _warm():
+    """What every job of the child needs, started before the first spec arrives (the parent
+    starts the child early: prestart_worker): torch, a CUDA context on the child's GPU, and
+    the modules of the gate and the timing."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.empty(1, device="cuda")
+    from ablate.gpu import check, stats, timing  # noqa: F401 (imported for their import time)
+
+
 def main(argv):
     if not argv or argv[0] != "--serve" or len(argv) > 2:
         sys.exit("usage: python -m ablate.gpu.worker --serve [MODULE:FUNCTION]")
@@ -393,7 +434,7 @@ def main(argv):
     if len(argv) == 2:
         module, _, name = argv[1].partition(":")
         handler = getattr(importlib.import_module(module), name)
-    return serve(handler)
+    return serve(handler, warm=_warm if handler is checked_gpu_job else None)
 
 
 if __name__ == "__main__":

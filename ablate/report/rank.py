@@ -30,7 +30,7 @@ from omegaconf import OmegaConf
 
 from ablate.job import counters
 from ablate.report import interactions, plots, roofline
-from ablate.gpu.stats import overlap
+from ablate.gpu.stats import interval_text, overlap
 from ablate.report.plots import markdown
 from ablate.sweep import tracking
 from ablate.sweep.tracking import ROOT, sqlite_path, tracking_uri
@@ -196,7 +196,7 @@ def compare(a, b, experiment=None, out=None, kernel=None):
 def _interval(row, suffix):
     if pd.isna(row[f"slowdown{suffix}"]):
         return "-"
-    return f"{row[f'slowdown{suffix}']:.3f}x [{row[f'slowdown_lo{suffix}']:.3f}, {row[f'slowdown_hi{suffix}']:.3f}]"
+    return interval_text(row[f"slowdown{suffix}"], row[f"slowdown_lo{suffix}"], row[f"slowdown_hi{suffix}"], "x")
 
 
 def sweeps_in_store(experiment=None, kernel=None):
@@ -367,7 +367,7 @@ def ranking_view(ranked, details=False):
         "shape": ranked["shape"],
         "base us": ranked["base_us"].map("{:.2f}".format),
         "variant us": ranked["variant_us"].map("{:.2f}".format),
-        "slowdown [95% CI]": [f"{s:.3f}x [{lo:.3f}, {hi:.3f}]" for s, lo, hi in
+        "slowdown [95% CI]": [interval_text(s, lo, hi, "x") for s, lo, hi in
                               zip(ranked["slowdown"], ranked["slowdown_lo"], ranked["slowdown_hi"])],
         "significant": ranked["significant"],
     })

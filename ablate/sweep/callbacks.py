@@ -54,6 +54,10 @@ class SweepSetup(Callback):
         from ablate.sweep.design import jobs_of_sweep, variants_of_sweep
         from ablate.sweep.progress import Progress
 
+        if str(config.get("mode")) == "gpu" and launcher_of(config) == "basic":
+            from ablate.gpu.worker import prestart_worker
+
+            prestart_worker()  # its torch and CUDA start while the jobs are worked out and built
         # Bad input stops the sweep here, before anything is built or recorded: every job is
         # worked out now, from its own config, as it will be when it runs.
         try:
