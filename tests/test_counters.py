@@ -281,6 +281,24 @@ def test_roofline_figure_and_speed_of_light_table(tmp_path):
     assert not roofline.figure(ranked.drop(columns=["peak_gbps"]), "s", tmp_path / "none.png")
 
 
+def test_a_memory_bound_kernel_gets_a_bandwidth_chart_and_no_roofline(tmp_path):
+    """rmsnorm-like jobs: achieved GB/s per variant against the copy ceiling, from the timing
+    alone (no counters); a compute-bound kernel's jobs get none."""
+    from ablate.report import rank
+
+    ranked = pd.DataFrame([
+        {"pathology": p, "shape": "r", "bound": "memory", "base_gbps": b, "variant_gbps": v, "peak_gbps": 3000.0,
+         "slowdown": b / v, "slowdown_lo": b / v, "slowdown_hi": b / v, "significant": "yes", "run_id": p}
+        for p, b, v in (("scalar_loads", 2900.0, 1500.0), ("tiny_blocks", 2960.0, 700.0))])
+    assert roofline.bandwidth(ranked, "r") == [("base", 2930.0), ("scalar_loads", 1500.0), ("tiny_blocks", 700.0)]
+    assert roofline.bandwidth_figure(ranked, "r", tmp_path / "b.png") and (tmp_path / "b.png").stat().st_size > 0
+    assert not roofline.bandwidth_figure(ranked.assign(bound="compute"), "r", tmp_path / "none.png")
+    assert not roofline.bandwidth_figure(ranked.drop(columns=["peak_gbps"]), "r", tmp_path / "none.png")
+    written = rank.write(tmp_path, ranked.assign(sweep="s", status="ok"), ranked.assign(rank=[1, 2]), ["t"], ["m"])
+    names = {p.name for p in written}
+    assert "bandwidth_r.png" in names and "roofline_r.png" not in names
+
+
 # ---- the GPU's ceilings, cached per GPU ---------------------------------------------------------
 
 def fake_gpu(tmp_path, monkeypatch):

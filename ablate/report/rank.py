@@ -280,6 +280,7 @@ def load_jobs(experiment_id, sweep):
         "counters_verdict": col("params.counters_verdict"),
         "gpu": col("params.gpu"),
         "roof": col("params.roof"),                   # the kind of compute under the roofline (peaks.py)
+        "bound": col("params.bound"),                 # memory: a bandwidth chart, not a roofline
         "arch": col("params.arch"),  # what the binaries were built for (static: the occupancy's)
         "error": col("tags.error"),
         "fingerprint_notes": col("params.fingerprint_notes"),  # a combination's overlaps (fingerprint.py)
@@ -501,7 +502,8 @@ def write(out, jobs, ranked, titles, md):
     """rank.csv (every job, its rank where it has one), rank.md and the figures."""
     plot_dir = out / "plots"
     plot_dir.mkdir(parents=True, exist_ok=True)
-    for old in [*plot_dir.glob("slowdown_*.png"), *plot_dir.glob("roofline_*.png"), plot_dir / "heatmap.png"]:
+    for old in [*plot_dir.glob("slowdown_*.png"), *plot_dir.glob("roofline_*.png"), *plot_dir.glob("bandwidth_*.png"),
+                plot_dir / "heatmap.png"]:
         old.unlink(missing_ok=True)  # figures of an earlier ranking would pass for this one's
     table = jobs.merge(ranked[["run_id", "rank"]], on="run_id", how="left")
     lead = ["sweep", "rank", "pathology", "shape", "status"]
@@ -515,7 +517,9 @@ def write(out, jobs, ranked, titles, md):
         path = plot_dir / f"slowdown_{shape}.png"
         plots.slowdown_bars(ranked, shape, path)
         written.append(path)
-        if roofline.figure(ranked, shape, plot_dir / f"roofline_{shape}.png"):
+        if roofline.bandwidth_figure(ranked, shape, plot_dir / f"bandwidth_{shape}.png"):
+            written.append(plot_dir / f"bandwidth_{shape}.png")  # a memory-bound kernel's, for its roofline
+        elif roofline.figure(ranked, shape, plot_dir / f"roofline_{shape}.png"):
             written.append(plot_dir / f"roofline_{shape}.png")
     if len(shapes) > 1:
         plots.slowdown_heatmap(ranked, shapes, plot_dir / "heatmap.png")

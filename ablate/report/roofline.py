@@ -7,6 +7,11 @@
   under the GPU's measured ceilings (`peak_gbps`: the copy; `peak_tflops`: the matrix product
   of the kernel's kind of work, spec.WORK, or FP32 FMA for a memory-bound kernel; the job's
   param `roof` names it; ablate/gpu/peaks.py). A pathology that moves a point left wastes DRAM bytes; down, time.
+- Bandwidth, for a memory-bound kernel (spec.BOUND, the job's param `bound`), in place of
+  the roofline, whose points would all crowd at an intensity near 1: achieved GB/s of the
+  base and each variant (the fewest bytes the kernel must move, spec.bytes_moved, over the
+  timed median: `base_gbps` / `variant_gbps`) against the measured copy ceiling
+  (`peak_gbps`). Timed jobs suffice: nothing here needs the counters.
 - Speed of light: percent of ncu's peak of the tensor pipe, DRAM, L2, shared memory and the
   issue slots (profile.SOL), per variant, base first.
 Input is rank.py's ranked table (one row per job, metrics as columns).
@@ -70,6 +75,50 @@ def figure(ranked, shape, path):
     ax.set_title(f"Roofline, shape {shape}: the base and each variant")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def memory_bound(ranked, shape) -> bool:
+    """Whether the jobs of `shape` are of a memory-bound kernel (their param `bound`)."""
+    bound = _col(ranked[ranked["shape"] == shape], "bound").dropna()
+    return bool(len(bound)) and (bound == "memory").all()
+
+
+def bandwidth(ranked, shape):
+    """[(label, GB/s)] of the base (the median over the shape's jobs, each of which timed it)
+    and of every timed variant of the shape, fastest first."""
+    d = ranked[ranked["shape"] == shape]
+    base = _col(d, "base_gbps").dropna()
+    out = [("base", float(base.median()))] if len(base) else []
+    out += [(r["pathology"], float(r["variant_gbps"])) for _, r in d.iterrows()
+            if r["pathology"] != "none" and pd.notna(r.get("variant_gbps", np.nan))]
+    return sorted(out, key=lambda p: -p[1])
+
+
+def bandwidth_figure(ranked, shape, path):
+    """Achieved GB/s per variant of one shape against the measured copy ceiling; False when
+    the kernel is not memory-bound or nothing of the shape was timed."""
+    bars = bandwidth(ranked, shape) if memory_bound(ranked, shape) else []
+    ceiling = _col(ranked[ranked["shape"] == shape], "peak_gbps").median()
+    if not bars or not np.isfinite(ceiling):
+        return False
+    y = np.arange(len(bars))
+    fig, ax = plt.subplots(figsize=(8, 1.5 + 0.45 * len(bars)))
+    ax.barh(y, [g for _, g in bars], color=["black" if n == "base" else "tab:red" for n, _ in bars])
+    ax.axvline(ceiling, color="black", linestyle="--", linewidth=1.2,
+               label=f"measured copy ceiling: {ceiling:.0f} GB/s")
+    for i, (_, g) in enumerate(bars):
+        ax.annotate(f"{g:.0f} GB/s ({100 * g / ceiling:.0f}%)", (g, i), textcoords="offset points",
+                    xytext=(4, -3), fontsize=8)
+    ax.set_yticks(y, [n for n, _ in bars])
+    ax.invert_yaxis()  # fastest on top
+    ax.set_xlim(0, max(ceiling, max(g for _, g in bars)) * 1.25)
+    ax.set_xlabel("achieved GB/s (the bytes the kernel must move, over the timed median)")
+    ax.set_title(f"Bandwidth, shape {shape}: the base and each variant")
+    ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
