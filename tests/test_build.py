@@ -8,7 +8,6 @@ rebuilds, hashing) run on a tiny stand-in kernel under tmp_path, which compiles 
 or two.
 """
 import re
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,7 +17,7 @@ from omegaconf import OmegaConf
 import ablate.build.compile
 from ablate.job import plugins
 from ablate.build.library import Kernel
-from ablate.build.compile import (ARCH_RE, BuildError, build, compile_command, find_ninja,
+from ablate.build.compile import (ARCH_RE, BuildError, build, compile_command,
                           library_path, resolve_arch)
 from ablate.job.variant import variant_from_cfg
 
@@ -152,9 +151,7 @@ def test_header_edits_rebuild_through_the_depfile(tmp_path):
     p = stand_in(tmp_path)
     first = build([p.base, p.patched], p.build_cfg, p.kernel, p.root)
     assert all(r.status == "built" and not r.cached for r in first.values()), first
-    deps = subprocess.run([find_ninja(), "-f", str(tmp_path / "runs/build/build.ninja"), "-t",
-                           "deps", str(first["p"].lib)], cwd=tmp_path, capture_output=True,
-                          text=True, check=True).stdout
+    deps = (tmp_path / "runs/build" / f"{first['p'].digest}.d").read_text()  # nvcc -MD's, kept
     assert "other/inner.h" in deps and "kernels/tiny/base/value.cuh" in deps
 
     assert all(r.cached for r in build([p.base, p.patched], p.build_cfg, p.kernel,
@@ -165,6 +162,25 @@ def test_header_edits_rebuild_through_the_depfile(tmp_path):
     assert again["p"].lib == first["p"].lib
     assert again["p"].status == "built" and not again["p"].cached
     assert again["none"].cached
+
+
+def test_a_build_with_nothing_to_do_starts_no_ninja(tmp_path, monkeypatch):
+    """A sweep's every job asks for its base and variant again: when each library is newer
+    than every file its depfile names, the answer comes without starting ninja; an edit of
+    any of them (one outside the kernel's folder too) sends the build to ninja again."""
+    from ablate.build import compile as compile_module
+
+    p = stand_in(tmp_path)
+    first = build([p.base, p.patched], p.build_cfg, p.kernel, p.root)
+    real = compile_module.find_ninja
+    monkeypatch.setattr(compile_module, "find_ninja", lambda: pytest.fail("ninja started for nothing to do"))
+    again = build([p.base, p.patched], p.build_cfg, p.kernel, p.root)
+    assert all(again[n].cached and again[n].lib == first[n].lib and again[n].ptxas == first[n].ptxas
+               for n in first)
+    started = []
+    monkeypatch.setattr(compile_module, "find_ninja", lambda: started.append(1) or real())
+    (tmp_path / "other" / "inner.h").write_text("#define INNER 3\n")
+    assert not build([p.base, p.patched], p.build_cfg, p.kernel, p.root)["p"].cached and started
 
 
 def test_a_failed_rebuild_keeps_the_earlier_library(tmp_path):

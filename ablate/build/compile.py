@@ -86,6 +86,11 @@ def build(variants: list, build_cfg, kernel, root) -> dict[str, BuildResult]:
 def _build_once(variants, build_cfg, kernel, root: Path, build_dir: Path, base_regs=None) -> dict:
     arch, edges = _plan(variants, build_cfg, kernel, root, base_regs)
 
+    if all(_up_to_date(build_dir, digest, root) for digest in edges):
+        # Every library is there and newer than everything its compile read: what ninja would
+        # find, without starting it (a sweep's jobs each ask again for what its callback built).
+        return {variant.name: _result(variant, build_dir, digest, arch, cached=True)
+                for digest, (variant, _) in edges.items()}
     ninja_file = build_dir / "build.ninja"
     with open(build_dir / ".lock", "w") as lock:
         # One build at a time per directory: ninja's own logs are not safe to share.
@@ -128,6 +133,35 @@ def _build_once(variants, build_cfg, kernel, root: Path, build_dir: Path, base_r
             ptxas={} if failed else ptxas.parse(log),
         )
     return results
+
+
+def _result(variant, build_dir: Path, digest: str, arch: str, cached: bool) -> BuildResult:
+    """The BuildResult of a library that is built."""
+    log_path = build_dir / f"{digest}.log"
+    log = log_path.read_text(errors="replace")
+    return BuildResult(variant.name, "built", build_dir / f"{digest}.so", log, log_path, cached, arch, digest,
+                       ptxas.parse(log))
+
+
+def _up_to_date(build_dir: Path, digest: str, root: Path) -> bool:
+    """Whether <digest>.so and its log exist and are newer than every file its depfile (nvcc
+    -MD: the source and every header it included, the CUDA toolkit's and any package's among
+    them) names, relative paths from the project root `root`, where nvcc ran: what ninja
+    checks before it would run nothing."""
+    lib, dep = build_dir / f"{digest}.so", build_dir / f"{digest}.d"
+    built = _mtime(lib)
+    if built is None or _mtime(build_dir / f"{digest}.log") is None:
+        return False
+    try:
+        text = dep.read_text()
+    except OSError:
+        return False
+    _, _, deps = text.replace("\\\n", " ").partition(": ")
+    for path in deps.split():
+        m = _mtime(root / path)  # an absolute path stays itself
+        if m is None or m > built:
+            return False
+    return True
 
 
 def library_path(variant, build_cfg, kernel, root, base_regs=None) -> Path:
@@ -244,7 +278,8 @@ def ninja_manifest(edges: dict, build_dir: Path, kernel, root: Path) -> str:
 
     The command logs itself and nvcc's output to <digest>.log.tmp, compiles to
     <digest>.tmp.so, and only when nvcc succeeds moves both into place; `build` renames a
-    failed build's log to <digest>.failed.log. The depfile (nvcc -MD) makes header edits rebuild."""
+    failed build's log to <digest>.failed.log. The depfile (nvcc -MD, <digest>.d, which ninja
+    reads and leaves in place) makes header edits rebuild."""
     lines = [
         "# Written by ablate.build.compile; rewritten on every build.",
         f"builddir = {_ninja_escape(str(build_dir))}",
@@ -252,8 +287,7 @@ def ninja_manifest(edges: dict, build_dir: Path, kernel, root: Path) -> str:
         "rule nvcc",
         "  command = $cmd",
         "  description = nvcc $variant",
-        "  depfile = $dep",
-        "  deps = gcc",
+        "  depfile = $dep",  # kept (no `deps = gcc`, which deletes it): _up_to_date reads it too
         "",
     ]
     for digest, (variant, command) in edges.items():
