@@ -378,7 +378,18 @@ def _chip(arch: str) -> str:
 
 
 def nvcc_version(nvcc: str) -> str:
-    """`nvcc --version`'s output (part of every library's hash)."""
+    """`nvcc --version`'s output (part of every library's hash); asked once per nvcc binary
+    (its path and mtime) in a process, since every job's build asks again."""
+    found = shutil.which(nvcc)
+    try:
+        stamp = os.stat(found).st_mtime_ns if found else None
+    except OSError:
+        stamp = None
+    return _nvcc_version(nvcc, found, stamp)
+
+
+@functools.cache
+def _nvcc_version(nvcc: str, found, stamp) -> str:
     try:
         run = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False)
     except OSError as err:
