@@ -36,6 +36,18 @@ def test_defaults():
     assert hydra_cfg.callbacks.sweep_setup._target_ == "ablate.sweep.callbacks.SweepSetup"
 
 
+def test_the_sweeper_leaves_checking_each_jobs_config_to_the_callback():
+    """Hydra's basic sweeper composes every job once more only to find one that cannot be;
+    ablate's callback composed each into its Job already (test_bad_input_stops_before_any_build)."""
+    from hydra_plugins.ablate_interactions import InteractionsSweeper
+    from hydra_plugins.ablate_sweeper import AblateSweeper
+
+    assert plugins.compose(return_hydra_config=True).hydra.sweeper._target_ == "hydra_plugins.ablate_sweeper.AblateSweeper"
+    # (by name: Hydra's plugin scan executes hydra_plugins' modules again, making new classes)
+    assert "AblateSweeper" in [c.__name__ for c in InteractionsSweeper.__mro__]
+    assert AblateSweeper.validate_batch_is_legal(None, [["shape=no_such_shape"]]) is None  # composes nothing
+
+
 def test_rmsnorm_defaults():
     cfg = plugins.compose("rmsnorm", return_hydra_config=True)
     assert cfg.kernel.name == "rmsnorm" and cfg.hydra.runtime.choices.shape == "r16k_h8k"

@@ -19,6 +19,7 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
 
 from ablate.sweep.design import interactions_jobs
+from hydra_plugins.ablate_sweeper import AblateSweeper
 
 
 @dataclass
@@ -34,7 +35,7 @@ ConfigStore.instance().store(group="hydra/sweeper", name="interactions", node=In
                              provider="ablate")
 
 
-class InteractionsSweeper(BasicSweeper):
+class InteractionsSweeper(AblateSweeper):
     # The design itself is ablate's (ablate/sweep/design.py); this class only hands it to Hydra.
     jobs_of = staticmethod(lambda config, loader, jobs: interactions_jobs(config, loader, jobs))
 

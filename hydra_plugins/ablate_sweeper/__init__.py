@@ -1,0 +1,31 @@
+"""Hydra sweeper plugin: ablate's default sweeper (`hydra/sweeper=ablate`, conf/config.yaml),
+Hydra's basic sweeper less its check that every job's config composes.
+
+The basic sweeper composes every job's config once before launching them, only to catch a
+job that cannot be composed; the sweep's callback (ablate/sweep/callbacks.py) has already
+composed each one, with the same loader and overrides, to work out its Job, and stopped the
+sweep on the first that fails, naming it. A third composition of every job (the launcher
+makes the one each job runs) cost ~0.1 s a job on the H100's host (docs/benchmarks.md,
+"Sweep speed"). Everything else, the expansion of the command line included, is Hydra's.
+"""
+from dataclasses import dataclass
+from typing import Dict, Optional
+
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.config_store import ConfigStore
+
+
+@dataclass
+class AblateSweeperConf:
+    _target_: str = "hydra_plugins.ablate_sweeper.AblateSweeper"
+    max_batch_size: Optional[int] = None
+    params: Optional[Dict[str, str]] = None
+
+
+ConfigStore.instance().store(group="hydra/sweeper", name="ablate", node=AblateSweeperConf, provider="ablate")
+
+
+class AblateSweeper(BasicSweeper):
+    def validate_batch_is_legal(self, batch):
+        """Done by the sweep's callback: each job's config composed into its Job before
+        anything was built (ablate/sweep/design.py, jobs_of_sweep)."""
