@@ -12,6 +12,7 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
+from ablate.build import triton_aot
 from ablate.build.ptxas import demangle
 
 # Instruction classes counted, each reported as `sass.<class>`: those of docs/design.md
@@ -49,8 +50,18 @@ class SassError(RuntimeError):
 
 def read(lib: Path) -> dict:
     """`{"kernels": {name: {class: count}}, "totals": {class: count}, "text": str}` for the
-    library `lib`; `text` is the normalised SASS (see `normalise`)."""
-    functions = parse(disassemble(lib))
+    library `lib`; `text` is the normalised SASS (see `normalise`). A Triton variant's
+    manifest (ablate/build/triton_aot.py) reads each instance's cubin, its function named after
+    the instance."""
+    if triton_aot.is_manifest(lib):
+        functions = {}
+        for name, cubin in triton_aot.cubins(lib).items():
+            code = parse(disassemble(cubin))
+            if len(code) != 1:
+                raise SassError(f"{cubin}: {len(code)} functions, expected one kernel")
+            functions[name] = next(iter(code.values()))
+    else:
+        functions = parse(disassemble(lib))
     readable = demangle(list(functions))
     kernels = {readable[name]: mix(code) for name, code in functions.items()}
     totals = {c: sum(k[c] for k in kernels.values()) for c in CLASSES}
