@@ -146,3 +146,18 @@ def test_meta_is_checked_and_belongs_to_triton_kernels():
         check_language(rmsnorm, v)
     with pytest.raises(ValueError, match="pathology 'q': macros is for cuda kernels"):
         check_language(MATMUL, variant_from_cfg({"q": {"macros": {"ABLATE_X": 1}}}, MATMUL.dir))
+
+
+def test_the_gpu_side_reads_the_built_cubins_back(built):
+    """What the worker does before the first launch, short of the GPU: the manifest's cubin and
+    Triton's metadata become the CompiledKernel that Triton's driver loads."""
+    _, _, results = built
+    r = results["no_tma"]
+    kernel = TritonKernel(r.lib, MATMUL.spec)
+    kernel._bind()
+    compiled = kernel._kernel("bf16")
+    manifest = json.loads(r.lib.read_text())
+    assert compiled.kernel == triton_aot.cubins(r.lib)["bf16"].read_bytes()
+    assert compiled.metadata.shared == manifest["instances"]["bf16"]["shared"] > 0
+    assert compiled.metadata.num_warps == 8 and kernel.meta["USE_TMA"] is False
+    assert kernel.info()["configs"][1]["name"] == "bf16"

@@ -56,9 +56,6 @@ class TritonKernel:
 
     def _bind(self):
         if self._fn is None:
-            import triton
-
-            triton.set_allocator(_scratch)
             self._fn = triton_aot.load_function(str(self.spec.folder), self.manifest["function"])
             _, _, self._binder = triton_aot.binder_of(self._fn, int(self.manifest["capability"]))
         return self._fn, self._binder
@@ -88,6 +85,9 @@ class TritonKernel:
                          "shape of each specialization the shapes need)")
 
     def launch_args(self, args, shape, stream):
+        import triton
+
+        triton.set_allocator(_scratch)  # a context variable: set where the launch runs
         name, bound = self.instance(args)
         kernel = self._kernel(name)
         grid = tuple(int(g) for g in self.spec.grid(shape, self.meta)) + (1, 1)
