@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ablate.build import ptxas, seams
+from ablate.build import ptxas, seams, triton_aot
 from ablate.paths import INCLUDE  # ablate's headers, on every include path
 
 ARCH_RE = re.compile(r"^sm_(\d+a?)$")
@@ -50,6 +50,9 @@ class BuildResult:
 def build(variants: list, build_cfg, kernel, root) -> dict[str, BuildResult]:
     """Build `variants` in one ninja run; return {variant name: BuildResult}.
 
+    A Triton plugin (its spec names TRITON) is built by ablate.build.triton_aot instead, each
+    variant's instances compiled by Triton for the arch; the results are alike.
+
     `build_cfg` is `cfg.build` (dir, arch, nvcc, flags, jobs); `kernel` is the kernel's
     plugin (ablate.job.plugins.Plugin; anything with `source`, its translation unit, and `dir`,
     its folder and include root); `root` the project root, where nvcc runs and relative
@@ -58,6 +61,9 @@ def build(variants: list, build_cfg, kernel, root) -> dict[str, BuildResult]:
     flags)."""
     if not variants:
         return {}
+    if triton_aot.is_triton(kernel):  # a Triton kernel: compiled by Triton for the arch, no nvcc
+        return triton_aot.build(variants, _build_dir(build_cfg, Path(root).resolve()), int(build_cfg.get("jobs", 0) or 0),
+                                kernel, root, target_arch(str(build_cfg.arch), kernel), BuildResult)
     root = Path(root).resolve()
     build_dir = _build_dir(build_cfg, root)
     build_dir.mkdir(parents=True, exist_ok=True)

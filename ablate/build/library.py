@@ -51,7 +51,11 @@ def variant_info(lib, spec, pathologies=()) -> dict:
     """The library's own `ablate_variant_info()` where it exports one; else, for a kernel
     written without ablate's header (a plain kernel), what its spec says instead:
     `{"pathologies": [the variant's], "seams": {}, "configs": spec.CONFIGS}`. ValueError when
-    neither says."""
+    neither says. A Triton variant's manifest carries its own (ablate/build/triton_aot.py)."""
+    from ablate.build import triton_aot
+
+    if triton_aot.is_manifest(lib):
+        return triton_aot.info(lib)
     kernel = Kernel(lib)
     if kernel.has_info:
         return kernel.info()
@@ -60,6 +64,19 @@ def variant_info(lib, spec, pathologies=()) -> dict:
         raise ValueError(f"{lib} does not export ablate_variant_info and the kernel's spec has no "
                          "CONFIGS: one of them must list its configs ({name, threads, smem_bytes})")
     return {"pathologies": list(pathologies), "seams": {}, "configs": [dict(c) for c in configs]}
+
+
+def load(path, spec):
+    """The built variant at `path`, bound to its spec, to run: a Kernel (a CUDA plugin's shared
+    library) or a TritonKernel (a Triton plugin's manifest: ablate/build/triton_launch.py);
+    both are called as kernel(tensors, shape) and kernel.launch(pointers, shape, stream)."""
+    from ablate.build import triton_aot
+
+    if triton_aot.is_manifest(path):
+        from ablate.build.triton_launch import TritonKernel
+
+        return TritonKernel(path, spec)
+    return Kernel(path, spec)
 
 
 def cuda_error_name(code):

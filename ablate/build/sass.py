@@ -14,6 +14,7 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
+from ablate.build import triton_aot
 from ablate.build.ptxas import demangle
 
 # Instruction classes counted, each reported as `sass.<class>`: those of docs/design.md
@@ -51,7 +52,9 @@ class SassError(RuntimeError):
 
 def read(lib: Path) -> dict:
     """`{"kernels": {name: {class: count}}, "totals": {class: count}, "text": str}` for the
-    library `lib`; `text` is the normalised SASS (see `normalise`).
+    library `lib`; `text` is the normalised SASS (see `normalise`). A Triton variant's
+    manifest (ablate/build/triton_aot.py) reads each instance's cubin, its function named after
+    the instance.
 
     Kept beside the library as `<lib>.sass.json`, valid while the library's size and mtime
     and the disassembler are those it was read from: cuobjdump and nvdisasm took ~1.6 s per
@@ -64,7 +67,15 @@ def read(lib: Path) -> dict:
             return saved["report"]
     except (OSError, ValueError, AttributeError):
         pass
-    functions = parse(disassemble(lib))
+    if triton_aot.is_manifest(lib):
+        functions = {}
+        for name, cubin in triton_aot.cubins(lib).items():
+            code = parse(disassemble(cubin))
+            if len(code) != 1:
+                raise SassError(f"{cubin}: {len(code)} functions, expected one kernel")
+            functions[name] = next(iter(code.values()))
+    else:
+        functions = parse(disassemble(lib))
     readable = demangle(list(functions))
     kernels = {readable[name]: mix(code) for name, code in functions.items()}
     totals = {c: sum(k[c] for k in kernels.values()) for c in CLASSES}

@@ -29,7 +29,7 @@ def main(argv):
 
     import torch
 
-    from ablate.build.library import Kernel
+    from ablate.build.library import load
     from ablate.gpu import timing
     from ablate.gpu.check import originals
     from ablate.job.job import from_wire
@@ -38,7 +38,7 @@ def main(argv):
     kspec = plugin.spec
     shape, device = spec["shape"], torch.device("cuda", torch.cuda.current_device())
     for who, launches in (("base", 1), ("variant", int(spec.get("launches", 1)))):
-        kernel = Kernel(spec[f"{who}_so"], kspec)
+        kernel = load(spec[f"{who}_so"], kspec)
         inputs = timing.make_inputs(kspec, shape, 1, spec["seed"] + 1, device)[0]
         # One set per launch, its inout tensors fresh copies made before the profiled range:
         # every launch reads the contents as made, and no copy runs between the launches.

@@ -213,9 +213,9 @@ def _state_record(when, state):
 def _kernel(plugin, path):
     """One handle per library for the child's life: every job loads the base again, and a
     library's name is the hash of what went into it."""
-    from ablate.build.library import Kernel
+    from ablate.build.library import load
 
-    return Kernel(path, plugin.spec)
+    return load(path, plugin.spec)
 
 
 def _replicates(kspec, base, variant, shape, bench, spec, n_sets, device):

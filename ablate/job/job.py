@@ -97,6 +97,7 @@ def make_job(cfg, shape_name=None) -> Job:
         configs.update({n: {k: v for k, v in selected.items() if k != n} for n in named})
     made = {key: variant_from_cfg(c, plugin.dir) for key, c in configs.items()}
     variant, base = made.pop(""), made.pop(BASE)
+    check_language(plugin, variant)
     for name in variant.pathologies:
         counters.check_when(variant.specs[name].get("counters"), list(shape), f"pathology '{name}'")
     name = shape_name or OmegaConf.select(cfg, "shape.name", default=None) or plugin.label(shape)
@@ -107,13 +108,31 @@ def make_job(cfg, shape_name=None) -> Job:
                opted_out={p: why for p, why in declared.items() if p in variant.generic})
 
 
+# What a pathology of each language may change (variant.BUILD_FIELDS): nvcc's inputs for a
+# CUDA kernel, the meta-parameters for a Triton one; both may change the launch (sm_fraction).
+LANGUAGE_FIELDS = {"cuda": ("macros", "header", "flags", "regs_cap", "transform"), "triton": ("meta",)}
+
+
+def check_language(plugin, variant) -> None:
+    """ValueError naming the pathology and field when a pathology changes what its kernel's
+    language does not have (meta: of a CUDA kernel; macros, a header, nvcc flags of a Triton one)."""
+    for name, spec in variant.specs.items():
+        for language, fields in LANGUAGE_FIELDS.items():
+            if language == plugin.language:
+                continue
+            for key in fields:
+                if spec.get(key) not in (None, {}, [], ""):
+                    raise ValueError(f"pathology '{name}': {key} is for {language} kernels, and kernel "
+                                     f"{plugin.name!r} is a {plugin.language} kernel")
+
+
 def not_applicable_of(cfg, plugin) -> dict:
     """`kernel.not_applicable` of the kernel's yaml: {generic pathology: why it does not apply
     to this kernel}. Its jobs are `not_applicable`, with the reason, and nothing is built.
     ValueError for a name that is no generic pathology or a reason that is not a sentence."""
     declared = OmegaConf.select(cfg, "kernel.not_applicable", default=None) or {}
     declared = OmegaConf.to_container(declared, resolve=True) if not isinstance(declared, dict) else declared
-    generic = {p.stem for p in (plugins.GENERIC / "pathology").glob("*.yaml")}
+    generic = {p.stem for p in (plugin.generic / "pathology").glob("*.yaml")}
     if not isinstance(declared, dict):
         raise ValueError(f"kernel {plugin.name!r}: kernel.not_applicable must map generic pathologies "
                          f"to the reason each does not apply, got {declared!r}")

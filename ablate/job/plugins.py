@@ -40,8 +40,10 @@ from ablate.job import thin
 from ablate.paths import CONF, KERNELS
 
 GENERIC = CONF / "generic"  # the generic pathologies every kernel gets (conf/generic/pathology/)
+GENERIC_TRITON = CONF / "generic_triton"  # a Triton kernel's instead (conf/generic_triton/pathology/)
 PATH_ENV = "ABLATE_KERNEL_PATH"
 CONF_ENV = "ABLATE_KERNEL_CONF"  # read by hydra_plugins/ablate_kernel
+GENERIC_ENV = "ABLATE_KERNEL_GENERIC"  # the chosen kernel's generic pathologies' folder, read there too
 
 # What the pipeline reads of a spec, and what each is for. A thin spec (ablate/job/thin.py)
 # leaves out what its declarations say: the ABI from the prototype, the tensors' roles,
@@ -92,6 +94,17 @@ OPTIONAL = {
     "launched": "launched(kernel name, shape, configs) -> whether a shape runs that instance "
                 "(default: true when the library has one config)",
 }
+# A Triton kernel's spec (ablate/build/triton_aot.py) has no C ABI: it names its function and
+# its launch instead, and SOURCE and SYMBOL are derived (its file, its name).
+TRITON_SPEC = {
+    "TRITON": "the @triton.jit function, FILE.py:NAME relative to the plugin folder",
+    "META": "the base's constexprs and compile options (num_warps, num_stages, ...)",
+    "INSTANCES": "{name: shape}: the compiled instances, one per specialization the shapes need",
+    "grid": "grid(shape, meta) -> the launch grid",
+    "args": "args(inputs, shape) -> {parameter: value}: the function's non-constexpr arguments (default: "
+            "by name: the tensor, the shape field, PARAMS[name])",
+}
+CUDA_ONLY = ("ARGTYPES", "arguments")
 BOUNDS = thin.BOUNDS
 # A plugin's files that its provenance hash covers (Plugin.sources): sources and headers (those
 # ablate.build.compile hashes into a library), Python, yamls.
@@ -111,6 +124,16 @@ class Plugin:
     @property
     def conf(self) -> Path:
         return self.dir / "conf"
+
+    @property
+    def language(self) -> str:
+        """cuda (a source nvcc builds) or triton (a @triton.jit function: spec.TRITON)."""
+        return self.spec.LANGUAGE
+
+    @property
+    def generic(self) -> Path:
+        """The folder of the generic pathologies this kernel gets (its language's)."""
+        return GENERIC_TRITON if self.language == "triton" else GENERIC
 
     @property
     def source(self) -> Path:
@@ -144,14 +167,14 @@ class Plugin:
     def options(self, group: str) -> list[str]:
         """The kernel's configs in `group` (pathology, shape), with ablate's own (the base,
         and the generic pathologies of conf/generic/ that every kernel gets)."""
-        names = {p.stem for d in (self.conf / group, CONF / group, GENERIC / group) for p in d.glob("*.yaml")}
+        names = {p.stem for d in (self.conf / group, CONF / group, self.generic / group) for p in d.glob("*.yaml")}
         return sorted(names)
 
     def config_file(self, group: str, name: str) -> Path:
         """The yaml Hydra composes for `group=name`: ablate's conf/ first, then the kernel's,
         then conf/generic/ (hydra_plugins/ablate_kernel's search path: a kernel's own yaml of
         a generic pathology's name overrides it)."""
-        for d in (CONF / group, self.conf / group, GENERIC / group):
+        for d in (CONF / group, self.conf / group, self.generic / group):
             if (d / f"{name}.yaml").is_file():
                 return d / f"{name}.yaml"
         raise PluginError(f"kernel {self.name!r} has no {group} {name!r}")
@@ -277,7 +300,9 @@ def load_dir(folder) -> Plugin:
         spec = thin.Spec(_import_spec(name, folder / "spec.py"), name, folder)
     except thin.SpecError as e:
         raise PluginError(f"kernel {name!r}: {folder / 'spec.py'}: {e}") from None
-    absent = [f"{key} ({what})" for key, what in SPEC.items() if not hasattr(spec, key)]
+    required = {**{k: v for k, v in SPEC.items() if k not in CUDA_ONLY}, **TRITON_SPEC} \
+        if spec.LANGUAGE == "triton" else SPEC
+    absent = [f"{key} ({what})" for key, what in required.items() if not hasattr(spec, key)]
     if absent:
         raise PluginError(f"kernel {name!r}: {folder / 'spec.py'} does not define: " + "; ".join(absent))
     plugin = Plugin(name, folder, spec)
@@ -313,6 +338,7 @@ def use(plugin: Plugin) -> Plugin:
     """Show Hydra this kernel's configs (for every composition from now on, in this process
     and the processes it starts)."""
     os.environ[CONF_ENV] = str(plugin.conf)
+    os.environ[GENERIC_ENV] = str(plugin.generic)
     return plugin
 
 

@@ -17,6 +17,14 @@ is loaded:
 - `validate_shape` from SHAPE, `tolerance` from TOLERANCE, BOUND from WORK (and WORK from
   BOUND: `compute` is the FP16 tensor cores).
 
+A Triton kernel's spec (TRITON = "FILE.py:FUNCTION", its @triton.jit function) has no C ABI:
+SOURCE and SYMBOL are that file and function, and its launch is `args(inputs, shape)`, the
+function's non-constexpr arguments by name, derived as the C ABI's are: a parameter named as
+a tensor takes it, as a shape field its value, else PARAMS[name] (a formula); its constexprs
+and compile options are META, its launch grid `grid(shape, meta)`, its compiled instances
+INSTANCES ({name: a shape}), and each compiled instance is the config of its name
+(ablate/build/triton_aot.py).
+
 A spec that defines a name keeps its own: a spec written to the full form (every name of
 plugins.SPEC) is used as it is, with INOUTS () and WORK from its BOUND. Formulas are Python
 expressions over the shape's fields (`"2 * n"`, `"4 * rows * cols * k"`)
@@ -192,8 +200,11 @@ class Spec:
     (plugins.SPEC) is an attribute, the module's own where it defines one."""
 
     def __init__(self, module, kernel, folder):
-        self.module, self.kernel = module, kernel
+        self.module, self.kernel, self.folder = module, kernel, folder
         own = vars(module)
+        self.LANGUAGE = "triton" if "TRITON" in own else "cuda"
+        if self.LANGUAGE == "triton":
+            self._triton(own)
         self.tensors = tensors_of(own["TENSORS"]) if "TENSORS" in own else None
         self._work()
         if self.tensors is not None:
@@ -234,6 +245,60 @@ class Spec:
 
     def __repr__(self):
         return f"<thin spec of {self.kernel} ({getattr(self.module, '__file__', '?')})>"
+
+    def _triton(self, own):
+        """SOURCE and SYMBOL from TRITON; args from the function's parameters; one config per
+        compiled instance."""
+        from ablate.build import triton_aot
+
+        try:
+            file, name = triton_aot.split_target(own["TRITON"])
+        except ValueError as e:
+            raise SpecError(str(e)) from None
+        self.SOURCE, self.SYMBOL = own.get("SOURCE", file), own.get("SYMBOL", name)
+        for key, kind in (("META", dict), ("INSTANCES", dict)):
+            if not isinstance(own.get(key), kind) or not own[key]:
+                raise SpecError(f"spec.{key} must be a non-empty dict (a Triton kernel's "
+                                f"{'base meta-parameters' if key == 'META' else 'compiled instances: {name: shape}'})")
+        if "TENSORS" not in own:
+            raise SpecError("a Triton kernel's spec declares TENSORS (its inputs are made, and specialized, from them)")
+        if "args" not in own:
+            self.args = self._triton_args(own.get("PARAMS", {}))
+        if "config_of" not in own:
+            self.config_of = lambda name, configs: name if any(str(c["name"]) == name for c in configs) else None
+        if "launched" not in own:
+            self.launched = lambda name, shape, configs: name == self.instance_of(shape)
+
+    def instance_of(self, shape):
+        """The compiled instance (of INSTANCES) a shape runs: the one whose specialization its
+        arguments take, as Triton's JIT would specialize them."""
+        from ablate.build import triton_aot
+
+        return triton_aot.instance_of(self, self.folder, shape)
+
+    def _triton_args(self, params):
+        """args(inputs, shape) -> {parameter: value} for the function's non-constexpr
+        parameters: the tensor of its name, the shape field of its name, or PARAMS[name]."""
+        def args(inputs, shape):
+            from ablate.build import triton_aot
+
+            fn = triton_aot.load_function(str(self.folder), self.TRITON)
+            out = {}
+            for p in fn.params:
+                if p.is_constexpr:
+                    continue
+                target = params.get(p.name, p.name)
+                if isinstance(target, str) and target in inputs:
+                    out[p.name] = inputs[target]
+                elif isinstance(target, str) and target in shape:
+                    out[p.name] = shape[target]
+                elif p.name in params:
+                    out[p.name] = formula(target, shape, f"PARAMS[{p.name!r}]")
+                else:
+                    raise ValueError(f"{fn.__name__}: parameter {p.name!r} is no tensor of TENSORS, no shape "
+                                     f"field and not in PARAMS")
+            return out
+        return args
 
     def _work(self):
         own = vars(self.module)

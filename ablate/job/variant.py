@@ -7,8 +7,11 @@ ablate/include/ for ablate's own (the calibrations': ablate/calibration_null.cuh
 Calibrations (conf/calibration/, `make calibrate`) are pathologies whose true effect is
 known by construction: `truth` states it, and `launches: N` makes each launch of the
 variant N launches of its kernel.
-Everything that later reaches nvcc's command line is checked here against strict patterns,
-so a bad config is a clear error before anything is built.
+A Triton kernel's pathology is `meta: {NAME: value}`: overrides of the base's constexprs and
+compile options (spec.META: BLOCK_M, GROUP_M, a flag the kernel reads, num_stages, num_warps),
+a value a number or `{fraction_of_base: F}` (that fraction of the base's value, at least 1).
+Everything that later reaches nvcc's command line (or Triton's compiler) is checked here
+against strict patterns, so a bad config is a clear error before anything is built.
 """
 import math
 import re
@@ -30,14 +33,16 @@ SEAM_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+ABLATE_SEAM_([A-Z0-9_]+)\b"
 # What makes a pathology's build (or launch) differ from the base's: a pathology other than
 # the base (and a calibration, whose `truth` says what it is) must have one, or it is refused
 # before anything is built (it would measure the base against itself and read as a pathology).
-BUILD_FIELDS = ("macros", "header", "flags", "regs_cap", "transform", "sm_fraction")
+BUILD_FIELDS = ("macros", "header", "flags", "regs_cap", "transform", "sm_fraction", "meta")
 SPEC_KEYS = {"header", "macros", "seam", "mechanism", "expected", "fingerprint", "counters", "launches", "truth",
-             "generic", "flags", "regs_cap", "transform", "sm_fraction", "unchanged_means"}
+             "generic", "flags", "regs_cap", "transform", "sm_fraction", "unchanged_means", "meta"}
 # Extra nvcc flags a pathology may add (`flags:`): a fixed vocabulary, nothing else reaches nvcc.
 FLAG_RE = re.compile(r"^(--fmad=(true|false)|-prec-div=(true|false)|-prec-sqrt=(true|false)|-ftz=(true|false)"
                      r"|-Xptxas=-dlcm=(ca|cg|cs)|-Xptxas=-dscm=(cg|cs|wt))$")
 # Source transforms (`transform:`), applied to a build copy of the kernel's sources (build/compile.py).
 TRANSFORMS = ("unroll_1",)
+# A Triton meta-parameter's name (a constexpr parameter of the kernel, or a compile option).
+META_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 GENERIC_SEAM = "generic."  # the prefix of a generic pathology's seam of its own (Variant.seam_of)
@@ -61,6 +66,8 @@ class Variant:
     transforms: tuple[str, ...] = ()  # source transforms of a build copy (TRANSFORMS)
     sm_fraction: float | None = None  # launched on a green context with this fraction of the SMs
     generic: tuple[str, ...] = ()  # its generic pathologies (conf/generic/): equal SASS is "not applicable"
+    # A Triton kernel's overrides of its META: {name: value, or {"fraction_of_base": F}}, sorted by name.
+    meta: dict = field(default_factory=dict)
 
     @property
     def is_base(self) -> bool:
@@ -79,7 +86,8 @@ class Variant:
     @property
     def changes_build(self) -> bool:
         """Whether its library differs from the base's by construction (else only its launch does)."""
-        return bool(self.macros or self.headers or self.flags or self.regs_fraction or self.transforms)
+        return bool(self.macros or self.headers or self.flags or self.regs_fraction or self.transforms
+                    or self.meta)
 
 
 def variant_from_cfg(pathology_cfg, kernel_dir) -> Variant:
@@ -101,6 +109,8 @@ def variant_from_cfg(pathology_cfg, kernel_dir) -> Variant:
     seams: dict[str, str] = {}
     flags: list[str] = []
     transforms: list[str] = []
+    meta: dict = {}
+    meta_owner: dict[str, str] = {}
     regs_fraction = sm_fraction = None
     for name in sorted(pathology_cfg):
         spec = _check_spec(name, pathology_cfg[name])
@@ -112,10 +122,17 @@ def variant_from_cfg(pathology_cfg, kernel_dir) -> Variant:
                     f"pathology '{name}': macros.{macro}={value} conflicts with "
                     f"{macro}={macros[macro]} from pathology '{macro_owner[macro]}'")
             macros[macro], macro_owner[macro] = value, name
+        for key, value in _check_meta(name, spec.get("meta")).items():
+            if key in meta and meta[key] != value:
+                raise VariantError(f"pathology '{name}': meta.{key}={value} conflicts with {key}={meta[key]} "
+                                   f"from pathology '{meta_owner[key]}'")
+            meta[key], meta_owner[key] = value, name
         header = _check_header(name, spec.get("header"), kernel_dir)
         if header is not None and header not in headers:
             headers.append(header)
         seam = _check_seam(name, spec.get("seam"), header)
+        if seam is None and spec.get("meta") and not spec.get("generic"):  # the parameters it overrides
+            seam = "+".join(sorted(str(k).lower() for k in spec["meta"]))
         if seam is not None:
             other = next((n for n, s in seams.items() if s == seam), None)
             if other is not None:
@@ -145,7 +162,32 @@ def variant_from_cfg(pathology_cfg, kernel_dir) -> Variant:
         transforms=tuple(transforms),
         sm_fraction=sm_fraction,
         generic=tuple(n for n, spec in specs.items() if spec.get("generic")),
+        meta=dict(sorted(meta.items())),
     )
+
+
+def _check_meta(name, meta) -> dict:
+    """`meta: {NAME: value}`: a Triton kernel's constexpr or compile-option overrides; a value
+    is a number or a bool, or {fraction_of_base: F} (0 < F < 1) for an integer of the base's."""
+    if meta is None:
+        return {}
+    if not isinstance(meta, Mapping) or not meta:
+        raise VariantError(f"pathology '{name}': meta must map meta-parameters to values, got {meta!r}")
+    out = {}
+    for key, value in meta.items():
+        if not isinstance(key, str) or not META_NAME_RE.match(key):
+            raise VariantError(f"pathology '{name}': meta name {key!r} must match {META_NAME_RE.pattern}")
+        if isinstance(value, Mapping):
+            if set(value) != {"fraction_of_base"}:
+                raise VariantError(f"pathology '{name}': meta.{key} must be a number, a bool or "
+                                   f"{{fraction_of_base: F}}, got {dict(value)!r}")
+            value = {"fraction_of_base": _check_fraction(name, f"meta.{key}.fraction_of_base",
+                                                         value["fraction_of_base"])}
+        elif not isinstance(value, (bool, int, float)):
+            raise VariantError(f"pathology '{name}': meta.{key} must be a number, a bool or "
+                               f"{{fraction_of_base: F}}, got {value!r}")
+        out[key] = value
+    return out
 
 
 def _check_regs_cap(name, regs_cap) -> float | None:
@@ -206,7 +248,7 @@ def _check_spec(name, spec) -> dict:
             f"pathology '{name}': unknown field(s) {unknown}; known: {sorted(SPEC_KEYS)}")
     if name == BASE and any(spec.get(k) for k in BUILD_FIELDS):
         raise VariantError(f"pathology '{BASE}' is the base: it takes no macros, header, flags, "
-                           "regs_cap, transform or sm_fraction")
+                           "regs_cap, transform, sm_fraction or meta")
     for key in ("generic",):
         if spec.get(key) is not None and not isinstance(spec[key], bool):
             raise VariantError(f"pathology '{name}': {key} must be true or false, got {spec[key]!r}")
@@ -215,7 +257,8 @@ def _check_spec(name, spec) -> dict:
     if name != BASE and spec.get("truth") is None and not any(spec.get(k) not in (None, {}, [], "") for k in BUILD_FIELDS):
         raise VariantError(f"pathology '{name}': no macros and no header: it would build the base again; "
                            "give it macros (-D, for a seam of the base to read) or a header (its patch), "
-                           "or, for a generic one, flags, regs_cap, transform or sm_fraction")
+                           "or, for a generic one, flags, regs_cap, transform or sm_fraction; a Triton "
+                           "kernel's: meta (its constexpr or compile-option overrides)")
     launches = spec.get("launches")
     if launches is not None and (isinstance(launches, bool) or not isinstance(launches, int) or launches < 1):
         raise VariantError(f"pathology '{name}': launches must be a whole number >= 1, got {launches!r}")

@@ -212,9 +212,9 @@ def run(args, argv):
         raise SystemExit("no CUDA device: the benchmark times kernels on a GPU")
     from ablate.gpu import peaks
     from ablate.gpu.check import check
-    from ablate.build.library import Kernel
+    from ablate.build.library import load
 
-    kernel = Kernel(build_base(job), plugin.spec)
+    kernel = load(build_base(job), plugin.spec)
     peaks.use_dir(job.peaks_dir)
     before = gpu_state_now()
     ceiling = peaks.peak(plugin.spec.WORK, torch.cuda.current_device())

@@ -65,12 +65,12 @@ def drive(lib_path, kernel_dir, case_dir):
 
 
 def _drive(lib_path, kernel_dir, case):
-    from ablate.build.library import Kernel, cuda_error_name
+    from ablate.build.library import cuda_error_name, load
     from ablate.job.job import from_wire
 
     meta = json.loads((case / "case.json").read_text())
     plugin, _ = from_wire({"kernel_dir": kernel_dir})
-    kernel = Kernel(lib_path, plugin.spec)
+    kernel = load(lib_path, plugin.spec)
     call = _driver_api()
     call("cuInit", 0)
     dev, ctx = ctypes.c_int(), ctypes.c_void_p()

@@ -2,7 +2,8 @@
 
 ablate/job/plugins.py resolves `kernel=NAME` to its plugin folder before Hydra starts and sets
 ABLATE_KERNEL_CONF to that folder's conf/ (its kernel/, pathology/ and shape/ groups), which
-joins the search path, followed by ablate's conf/generic/ (the generic pathologies). A
+joins the search path, followed by ablate's conf/generic/ (the generic pathologies; a Triton
+kernel's conf/generic_triton/, which ABLATE_KERNEL_GENERIC names). A
 search-path plugin, not `hydra.searchpath`, because Hydra's glob() sweeps list a group's
 options from the search path that plugins build, not from `hydra.searchpath`.
 """
@@ -14,6 +15,7 @@ from hydra.plugins.search_path_plugin import SearchPathPlugin
 from omegaconf import OmegaConf
 
 ENV = "ABLATE_KERNEL_CONF"
+GENERIC_ENV = "ABLATE_KERNEL_GENERIC"  # ablate.job.plugins.GENERIC_ENV
 GENERIC = Path(__file__).resolve().parents[2] / "conf" / "generic"  # ablate.paths.CONF / "generic"
 
 
@@ -64,4 +66,5 @@ class AblateKernelSearchPath(SearchPathPlugin):
             search_path.append(provider="ablate-kernel", path=f"file://{conf}")
             # The generic pathologies every kernel gets, after the kernel's own configs: a
             # kernel's conf/pathology/<name>.yaml of a generic pathology's name overrides it.
-            search_path.append(provider="ablate-generic", path=f"file://{GENERIC}")
+            # A Triton kernel's are its language's (ABLATE_KERNEL_GENERIC: conf/generic_triton/).
+            search_path.append(provider="ablate-generic", path=f"file://{os.environ.get(GENERIC_ENV) or GENERIC}")

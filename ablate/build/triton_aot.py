@@ -1,0 +1,353 @@
+"""Triton kernels built ahead of time, for a named GPU target, without a GPU.
+
+A Triton plugin's spec names its `@triton.jit` function (`TRITON = "base/file.py:function"`),
+the base's meta-parameters (`META`: its constexprs and compile options such as num_warps and
+num_stages), its launch grid (`grid(shape, meta)`) and its compiled instances (`INSTANCES =
+{name: a shape}`: one kernel per distinct specialization, e.g. fp16 and bf16). A variant is
+the base's META with its pathologies' `meta:` overrides (ablate/job/variant.py).
+
+Each instance is specialized exactly as Triton's JIT would specialize it at launch: the
+function's own binder (triton.runtime.jit.create_function_from_signature) reads arguments made
+of the instance's shape (tensors on torch's `meta` device: dtype, and an address of 0, which is
+16-byte aligned as every CUDA allocation is), then `triton.compile(ASTSource(...),
+target=GPUTarget("cuda", capability, 32), options)`. The library of a variant is a manifest,
+`<digest>.triton.json`, beside a folder `<digest>.triton/` holding each instance's cubin, PTX
+and Triton metadata; the digest hashes the plugin's Python, the effective meta-parameters, the
+instances, the target, Triton's version and this file. Each variant compiles in a process of
+its own (`python -m ablate.build.triton_aot REQUEST.json`), several at once (build.jobs).
+
+ptxas's own report (`-v`, which Triton passes; knobs.nvidia.dump_ptxas_log prints it) is the
+build log, with the function's name replaced by the instance's, so that ablate/build/ptxas.py
+reads registers and spills per instance; the SASS is cuobjdump's of each cubin (sass.read).
+A GPU loads the very cubins (ablate/build/triton_launch.py).
+"""
+import concurrent.futures
+import fcntl
+import functools
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ablate.build import ptxas
+
+SUFFIX = ".triton.json"
+# Compile options a pathology may override besides the function's constexprs (Triton's CUDAOptions).
+OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion")
+
+
+def is_triton(kernel) -> bool:
+    """Whether a plugin (or its spec) is a Triton kernel: its spec names TRITON."""
+    spec = getattr(kernel, "spec", kernel)
+    return getattr(spec, "TRITON", None) is not None
+
+
+def is_manifest(lib) -> bool:
+    return str(lib).endswith(SUFFIX)
+
+
+def split_target(text) -> tuple[str, str]:
+    """`base/matmul.py:matmul_kernel` -> (file, function); ValueError naming TRITON."""
+    file, sep, name = str(text).rpartition(":")
+    if not sep or not file.endswith(".py") or not re.match(r"^[A-Za-z_]\w*$", name):
+        raise ValueError(f"spec.TRITON must be 'FILE.py:FUNCTION' (relative to the plugin folder), got {text!r}")
+    return file, name
+
+
+@functools.cache
+def load_function(folder, target):
+    """The @triton.jit function `target` (FILE.py:NAME) of the plugin in `folder`, its module
+    imported by path with the folder on sys.path (for modules beside it)."""
+    file, name = split_target(target)
+    path = Path(folder) / file
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    module_name = f"ablate_triton_{Path(folder).name}_{Path(file).stem}"
+    loader = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(loader)
+    sys.modules[module_name] = module
+    loader.loader.exec_module(module)
+    fn = getattr(module, name, None)
+    if fn is None or not hasattr(fn, "arg_names"):
+        raise ValueError(f"spec.TRITON: {path} has no @triton.jit function {name!r}")
+    return fn
+
+
+def effective_meta(spec, variant) -> dict:
+    """The base's META with the variant's overrides; {fraction_of_base: F} of an integer of the
+    base's is int(F * it), at least 1. ValueError naming the parameter."""
+    meta = dict(spec.META)
+    for key, value in variant.meta.items():
+        if isinstance(value, dict):
+            base = meta.get(key)
+            if isinstance(base, bool) or not isinstance(base, int):
+                raise ValueError(f"meta.{key}: a fraction of the base's value needs an integer in spec.META, "
+                                 f"got {base!r}")
+            value = max(1, int(value["fraction_of_base"] * base))
+        meta[key] = value
+    return meta
+
+
+def fake_inputs(spec, shape):
+    """The spec's tensors for `shape` on torch's meta device: dtype and shape, no memory."""
+    import torch
+
+    return {n: torch.empty(t.size(shape), dtype=getattr(torch, t.dtype_name(shape)), device="meta")
+            for n, t in spec.tensors.items()}
+
+
+def binder_of(fn, capability):
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    target = GPUTarget("cuda", capability, 32)
+    backend = make_backend(target)
+    return target, backend, create_function_from_signature(fn.signature, fn.params, backend)
+
+
+def specialization(fn, binder, args: dict, meta: dict):
+    """(bound args, Triton's specialization of them as JSON-able lists, options)."""
+    unknown = [k for k in args if k not in fn.arg_names]
+    if unknown:
+        raise ValueError(f"args: {unknown} are no parameters of {fn.__name__}{tuple(fn.arg_names)}")
+    both = [k for k in args if k in meta]
+    if both:
+        raise ValueError(f"spec.META: {both} are given by args too")
+    bound, spec, options = binder(**args, **meta)
+    return bound, json.loads(json.dumps([list(s) for s in spec])), options
+
+
+def runtime_part(spec_list, fn):
+    """The specialization of the non-constexpr parameters: what tells instances apart."""
+    return [s for s, p in zip(spec_list, fn.params) if not p.is_constexpr]
+
+
+def instance_of(spec, folder, shape, capability=90) -> str | None:
+    """The instance (of spec.INSTANCES) whose specialization a shape's arguments take, or None."""
+    fn = load_function(str(folder), spec.TRITON)
+    _, _, binder = binder_of(fn, capability)
+    meta = {k: v for k, v in spec.META.items()}
+
+    def key(s):
+        _, sp, _ = specialization(fn, binder, spec.args(fake_inputs(spec, s), s), meta)
+        return runtime_part(sp, fn)
+
+    wanted = key(shape)
+    return next((name for name, s in spec.INSTANCES.items() if key(spec.validate_shape(dict(s))) == wanted), None)
+
+
+# ---- the build (the parent side) --------------------------------------------------------------
+
+def build(variants, build_dir: Path, jobs: int, kernel, root, arch: str, result):
+    """{variant name: `result` (compile.BuildResult)} of a Triton plugin's variants, built in
+    `build_dir` for `arch` (sm_90: Triton's capability 90), each compiled in a process of its own
+    (`jobs` at once; 0: one per CPU) unless its manifest is there already."""
+    root = Path(root).resolve()
+    build_dir.mkdir(parents=True, exist_ok=True)
+    capability = int(re.match(r"^sm_(\d+)a?$", arch).group(1))
+    plans = {}
+    for variant in variants:
+        try:
+            request = request_of(variant, kernel, capability)
+        except ValueError as e:
+            plans[variant.name] = (variant, None, str(e))
+            continue
+        plans[variant.name] = (variant, request, digest_of(request, kernel))
+    todo = {}
+    with open(build_dir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for name, (variant, request, digest) in plans.items():
+            if request is not None and not (build_dir / f"{digest}{SUFFIX}").is_file():
+                todo.setdefault(digest, request)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+            list(pool.map(lambda item: _compile(build_dir, *item, root), todo.items()))
+    results = {}
+    for name, (variant, request, digest) in plans.items():
+        if request is None:  # the variant cannot be planned: its meta names nothing of the kernel's
+            failed = build_dir / f"{variant.name}.failed.log"
+            failed.write_text(f"error: {digest}\n")
+            results[name] = result(name, "build_failed", build_dir / "none.triton.json", failed.read_text(),
+                                        failed, False, arch, "")
+            continue
+        lib, log_path = build_dir / f"{digest}{SUFFIX}", build_dir / f"{digest}.log"
+        failed_log = build_dir / f"{digest}.failed.log"
+        ok = lib.is_file() and log_path.is_file()
+        log = (log_path if ok else failed_log).read_text(errors="replace") if (log_path if ok else failed_log).exists() \
+            else "the Triton compile left no log"
+        results[name] = result(name, "built" if ok else "build_failed", lib, log,
+                                    log_path if ok else failed_log, ok and digest not in todo, arch, digest,
+                                    ptxas.parse(log, demangle_names=False) if ok else {})
+    return results
+
+
+def request_of(variant, kernel, capability) -> dict:
+    """What the compile process needs of a variant, as JSON: the effective meta-parameters and
+    each instance's arguments (spec.args of its shape: a tensor as its dims and dtype)."""
+    spec = kernel.spec
+    meta = effective_meta(spec, variant)
+    args = {}
+    for name, shape in spec.INSTANCES.items():
+        try:
+            shape = spec.validate_shape(dict(shape))
+        except ValueError as e:
+            raise ValueError(f"spec.INSTANCES[{name!r}]: {e}") from None
+        args[name] = {k: described(v) for k, v in spec.args(fake_inputs(spec, shape), shape).items()}
+    return {"kernel_dir": str(Path(kernel.dir).resolve()), "function": spec.TRITON, "capability": capability,
+            "variant": variant.name, "pathologies": list(variant.pathologies), "meta": meta, "args": args}
+
+
+def described(value):
+    """An argument as JSON: a tensor as {"tensor": dims, "dtype": torch's name}, else the value."""
+    if hasattr(value, "data_ptr"):
+        return {"tensor": list(value.shape), "dtype": str(value.dtype).removeprefix("torch.")}
+    if isinstance(value, (bool, int, float)):
+        return value
+    raise ValueError(f"args: {value!r} is neither a tensor nor a number")
+
+
+def undescribed(value):
+    import torch
+
+    if isinstance(value, dict):
+        return torch.empty(value["tensor"], dtype=getattr(torch, value["dtype"]), device="meta")
+    return value
+
+
+def versions() -> str:
+    """Triton's version and the ptxas it runs (TRITON_PTXAS_PATH, where set): in every digest."""
+    return f"triton {importlib.metadata.version('triton')} ptxas {os.environ.get('TRITON_PTXAS_PATH', 'bundled')}"
+
+
+def digest_of(request, kernel) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps(request, sort_keys=True).encode() + b"\0" + versions().encode() + b"\0")
+    h.update(Path(__file__).read_bytes())
+    folder = Path(kernel.dir).resolve()
+    for path in sorted(folder.rglob("*.py")):
+        if "__pycache__" not in path.parts:
+            h.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _compile(build_dir: Path, digest: str, request: dict, root: Path):
+    """One variant's compile process; on success its manifest and log are moved into place."""
+    tmp = build_dir / f".{digest}.request.json"
+    tmp.write_text(json.dumps({**request, "out": str(build_dir), "digest": digest}))
+    # A fresh cache of Triton's own per compile: a hit in a shared one would skip ptxas, and
+    # with it the report that is the build log (the base and half_sms compile the same kernel).
+    with tempfile.TemporaryDirectory(prefix=f".{digest}.cache.", dir=build_dir) as cache:
+        run = subprocess.run([sys.executable, "-m", "ablate.build.triton_aot", str(tmp)], cwd=root,
+                             env={**os.environ, "TRITON_CACHE_DIR": cache}, capture_output=True, text=True,
+                             check=False)
+    tmp.unlink(missing_ok=True)
+    log = f"python -m ablate.build.triton_aot ({request['variant']}: meta {request['meta']})\n" + run.stdout + run.stderr
+    if run.returncode == 0 and (build_dir / f"{digest}{SUFFIX}").is_file():
+        (build_dir / f"{digest}.log").write_text(log)
+        (build_dir / f"{digest}.failed.log").unlink(missing_ok=True)
+    else:
+        (build_dir / f"{digest}{SUFFIX}").unlink(missing_ok=True)
+        (build_dir / f"{digest}.failed.log").write_text(log + f"\nerror: the Triton compile exited {run.returncode}\n")
+
+
+# ---- the compile process ----------------------------------------------------------------------
+
+def compile_variant(request) -> None:
+    """Compile every instance of one variant (the request `_compile` writes) into
+    <out>/<digest>.triton/<instance>/ and write <out>/<digest>.triton.json last. ptxas's report
+    of each goes to stdout, the function's name replaced by the instance's."""
+    import triton
+    from triton import knobs
+    from triton.compiler import ASTSource
+
+    folder = Path(request["kernel_dir"])
+    fn = load_function(str(folder), request["function"])
+    target, backend, binder = binder_of(fn, request["capability"])
+    meta = request["meta"]
+    known = set(fn.arg_names) | set(OPTIONS)
+    unknown = sorted(k for k in meta if k not in known)
+    if unknown:
+        raise SystemExit(f"error: meta {unknown} is neither a parameter of {fn.__name__} nor a compile option "
+                         f"({', '.join(OPTIONS)})")
+    out = Path(request["out"]) / f"{request['digest']}.triton"
+    shutil.rmtree(out, ignore_errors=True)
+    knobs.nvidia.dump_ptxas_log = True
+    instances, configs = {}, []
+    for name, described_args in request["args"].items():
+        args = {k: undescribed(v) for k, v in described_args.items()}
+        bound, spec_list, options = specialization(fn, binder, args, meta)
+        options, signature, constexprs, attrs = fn._pack_args(backend, dict(meta), bound,
+                                                              [tuple(s) for s in spec_list], options)
+        print(f"ptxas info    : instance {name}", flush=True)
+        # ptxas's report is printed by Triton; caught here from fd 1 to rename the function.
+        with tempfile.TemporaryFile() as caught:
+            saved = os.dup(1)
+            os.dup2(caught.fileno(), 1)
+            try:
+                compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target,
+                                          options=options.__dict__)
+            finally:
+                sys.stdout.flush()
+                os.dup2(saved, 1)
+                os.close(saved)
+            caught.seek(0)
+            report = caught.read().decode(errors="replace")
+        report = re.sub(rf"(entry function '|Function properties for ){re.escape(compiled.name)}\b",
+                        rf"\g<1>{name}", report)
+        print(report, flush=True)
+        where = out / name
+        where.mkdir(parents=True)
+        files = {}
+        for ext in ("json", "cubin", "ptx", "ttgir"):
+            key = f"{compiled.name}.{ext}"
+            path = next(Path(p) for c, p in compiled.metadata_group.items() if c == key)
+            shutil.copyfile(path, where / key)
+            files[key] = f"{out.name}/{name}/{key}"
+        md = compiled.metadata
+        threads = md.num_warps * 32 * md.num_ctas
+        instances[name] = {"specialization": spec_list, "signature": signature,
+                           "constexprs": [[list(k), v] for k, v in constexprs.items()],
+                           "hash": compiled.hash, "files": files, "threads": threads, "shared": md.shared,
+                           "global_scratch_size": md.global_scratch_size}
+        configs.append({"name": name, "threads": threads, "smem_bytes": md.shared, "num_warps": md.num_warps,
+                        "num_stages": meta.get("num_stages", options.num_stages)})
+    manifest = {"function": request["function"], "triton": triton.__version__, "capability": request["capability"],
+                "meta": meta, "instances": instances,
+                "info": {"pathologies": request["pathologies"], "configs": configs}}
+    done = Path(request["out"]) / f"{request['digest']}{SUFFIX}"
+    tmp = done.with_name(f".{done.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(manifest, indent=1))
+    os.replace(tmp, done)
+
+
+# ---- reading a built variant ------------------------------------------------------------------
+
+def manifest(lib) -> dict:
+    return json.loads(Path(lib).read_text())
+
+
+def info(lib) -> dict:
+    """The variant info of a Triton library: its pathologies and one config per instance
+    ({name, threads, smem_bytes (Triton's dynamic shared memory), num_warps, num_stages}); no
+    seams: a pathology changes meta-parameters, which the manifest holds (`meta`)."""
+    return manifest(lib)["info"]
+
+
+def cubins(lib) -> dict[str, Path]:
+    """{instance: its cubin}."""
+    folder = Path(lib).parent
+    return {name: folder / next(f for k, f in inst["files"].items() if k.endswith(".cubin"))
+            for name, inst in manifest(lib)["instances"].items()}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m ablate.build.triton_aot REQUEST.json")
+    compile_variant(json.loads(Path(sys.argv[1]).read_text()))
