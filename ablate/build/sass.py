@@ -89,7 +89,7 @@ def read(lib: Path) -> dict:
 
 def _cache_key(lib: Path) -> list:
     st, tool = lib.stat(), find_tool("cuobjdump")
-    return [st.st_size, st.st_mtime_ns, str(tool), tool.stat().st_mtime_ns, CLASSES]
+    return [st.st_size, st.st_mtime_ns, str(tool), tool.stat().st_mtime_ns, list(CLASSES)]  # as JSON reads it back
 
 
 def disassemble(lib: Path) -> str:
