@@ -320,3 +320,25 @@ def test_rmsnorm_instances_a_shape_runs(rows, hidden, dtype, wanted):
     assert runs == ([] if wanted == "none" else [wanted])
     for c in RMS_CONFIGS:
         assert static.config_of(spec, c["kernel"] + "(Params)", RMS_CONFIGS) == c["name"]
+
+
+def test_a_sweep_disassembles_ahead_what_its_jobs_will_read(built, tmp_path):
+    """The callback reads at once the SASS its jobs read one after another: the base's and a
+    generic pathology's (whether it applies); not a timed hand-written pathology's."""
+    import shutil
+    from types import SimpleNamespace as NS
+
+    from ablate.sweep.callbacks import read_sass_ahead
+
+    results = {}
+    for name in ("none", "no_unroll", "no_swizzle"):
+        lib = tmp_path / f"{name}.so"
+        shutil.copy(built.results["none"].lib, lib)
+        results[name] = NS(lib=lib, ok=True)
+    variants = [NS(name="none", generic=(), is_base=True), NS(name="no_unroll", generic=("no_unroll",), is_base=False),
+                NS(name="no_swizzle", generic=(), is_base=False)]
+    read_sass_ahead([NS(mode="gpu")], variants, results)
+    kept = {p.name for p in tmp_path.glob("*.sass.json")}
+    assert kept == {"none.so.sass.json", "no_unroll.so.sass.json"}
+    read_sass_ahead([NS(mode="static")], variants, results)
+    assert (tmp_path / "no_swizzle.so.sass.json").exists()
