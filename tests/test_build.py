@@ -7,6 +7,7 @@ and test_fingerprints). The build mechanics that need edits to sources (depfiles
 rebuilds, hashing) run on a tiny stand-in kernel under tmp_path, which compiles in a second
 or two.
 """
+import os
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -264,6 +265,29 @@ def test_auto_arch_is_the_gpus_or_sm_90():
     assert ARCH_RE.match(arch)
     if not torch.cuda.is_available():
         assert arch == "sm_90"
+
+
+def test_auto_arch_comes_from_nvidia_smi_for_the_first_visible_gpu(tmp_path, monkeypatch):
+    """No python and torch started to learn the arch (~5 s of a sweep's start): nvidia-smi's
+    compute capability of the GPU CUDA_VISIBLE_DEVICES shows first."""
+    from ablate.build import compile as compile_module
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nprintf '0, GPU-aaaa-1, 9.0\\n1, GPU-bbbb-2, 8.6\\n'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    for visible, arch in ((None, "sm_90"), ("1", "sm_86"), ("GPU-bbbb", "sm_86"), ("1,0", "sm_86"),
+                          ("", None), ("-1", None)):
+        if visible is None:
+            monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        else:
+            monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+        assert compile_module._smi_arch() == (True, arch), visible
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")  # not listed: torch is asked instead
+    assert compile_module._smi_arch() == (False, None)
+    smi.write_text("#!/bin/sh\necho 'Field \"compute_cap\" is not a valid field to query.'; exit 2\n")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert compile_module._smi_arch() == (False, None)  # an older driver: torch is asked
 
 
 def test_missing_nvcc_or_a_bad_flag_stops_the_build(tmp_path):
