@@ -45,6 +45,9 @@ def test_design_base_singles_pairs_inversion():
     assert design.seam_choice(SEAMS)["gmem_load"] == "scalar_loads"
     with pytest.raises(ValueError, match="gmem_load=no_swizzle"):
         design.seam_choice(SEAMS, {"gmem_load": "no_swizzle"})
+    # A sweep of some pathologies that leaves the kernel's choice out takes the seam's first.
+    some = {n: s for n, s in SEAMS.items() if n != "scalar_loads"}
+    assert design.seam_choice(some, {"gmem_load": "scalar_loads"})["gmem_load"] == "uncoalesced"
 
 
 def test_the_sweeper_expands_a_glob_into_the_design():

@@ -176,10 +176,11 @@ def prestart_worker():
     _worker._start()
 
 
-def stop_worker():
-    """End the child (at the end of a sweep, and at exit): an idle child exits on EOF at once."""
+def stop_worker(grace=10):
+    """End the child (at the end of a sweep, and at exit): an idle child exits on EOF at once;
+    one still busy is killed after `grace` seconds."""
     if _worker is not None:
-        _worker.stop(grace=10)
+        _worker.stop(grace=grace)
 
 
 # ---- the child side ---------------------------------------------------------------------

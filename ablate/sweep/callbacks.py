@@ -70,15 +70,26 @@ class SweepSetup(Callback):
         self.__init__()
 
     def on_multirun_start(self, config, **kwargs):
+        early = str(config.get("mode")) == "gpu" and launcher_of(config) == "basic"
+        if early:
+            from ablate.gpu.worker import prestart_worker
+
+            prestart_worker()  # its torch and CUDA start while the jobs are worked out and built
+        try:
+            self._start(config)
+        except BaseException:
+            if early:  # stopped before its first job (bad input, say): the warming child is not waited for
+                from ablate.gpu.worker import stop_worker
+
+                stop_worker(grace=0)
+            raise
+
+    def _start(self, config):
         from ablate.build.compile import ARCH_ENV, build
         from ablate.sweep import tracking
         from ablate.sweep.design import jobs_of_sweep, variants_of_sweep
         from ablate.sweep.progress import Progress
 
-        if str(config.get("mode")) == "gpu" and launcher_of(config) == "basic":
-            from ablate.gpu.worker import prestart_worker
-
-            prestart_worker()  # its torch and CUDA start while the jobs are worked out and built
         # Bad input stops the sweep here, before anything is built or recorded: every job is
         # worked out now, from its own config, as it will be when it runs.
         try:

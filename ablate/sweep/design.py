@@ -89,16 +89,18 @@ def pairs_of(seams):
 def seam_choice(seams, preferred=None):
     """{seam: the pathology that switches it off in the inversion}. Where a seam has several
     pathologies, `preferred` ({seam: name}, the kernel's `kernel.inversion`) says which; a
-    seam it does not name takes the first name in sorted order. ValueError when `preferred`
-    names a pathology that is not in the sweep or not on that seam."""
+    seam it does not name, or names a pathology this sweep leaves out, takes the first name in
+    sorted order. ValueError when `preferred` names a pathology of the sweep on another seam."""
     preferred = dict(preferred or {})
     by_seam = {}
     for name in sorted(n for n in seams if n != BASE):
         by_seam.setdefault(seams[name], []).append(name)
-    for seam, name in preferred.items():
-        if seam in by_seam and name not in by_seam[seam]:
-            raise ValueError(f"kernel.inversion.{seam}={name}: the sweep's pathologies on seam {seam!r} are "
-                             f"{by_seam[seam]}")
+    for seam, name in list(preferred.items()):
+        if name in seams and seams[name] != seam:
+            raise ValueError(f"kernel.inversion.{seam}={name}: {name} replaces the {seams[name]} seam; "
+                             f"the sweep's pathologies on seam {seam!r} are {by_seam.get(seam, [])}")
+        if name not in seams:  # not in this sweep (a sweep of some pathologies): its seam takes the first
+            del preferred[seam]
     return {seam: preferred.get(seam, names[0]) for seam, names in sorted(by_seam.items())}
 
 
