@@ -23,7 +23,7 @@ from ablate.build.compile import (ARCH_RE, BuildError, build, compile_command, f
 from ablate.job.variant import variant_from_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
-KERNELS = ("attention", "rmsnorm", "attention_hopper")  # conftest.KERNELS
+KERNELS = ("attention", "rmsnorm", "attention_hopper", "cutlass_gemm")  # conftest.KERNELS
 ATTENTION = plugins.load("attention")
 PATHOLOGIES = ATTENTION.options("pathology")
 TEST_PATHOLOGIES = ["broken_build", "noop", "unfingerprinted"]

@@ -12,8 +12,10 @@ KERNEL_DIR = ATTENTION.dir
 # kernel: not_applicable (docs/design.md's table); those a kernel declares so are not built.
 NOT_APPLICABLE = {"attention": {"no_restrict", "no_launch_bounds", "no_l1"},
                   "rmsnorm": {"no_restrict", "no_l1", "strict_fp"},
-                  "attention_hopper": {"no_restrict", "no_l1"}}
-DECLARED = {"attention_hopper": {"regs_capped", "no_launch_bounds"}}
+                  "attention_hopper": {"no_restrict", "no_l1"},
+                  "cutlass_gemm": {"no_restrict", "strict_fp"}}
+DECLARED = {"attention_hopper": {"regs_capped", "no_launch_bounds"},
+            "cutlass_gemm": {"no_unroll", "no_forceinline"}}
 REAL = [(k, p) for k, p in EVERY_PATHOLOGY if p != "none" and p not in DECLARED.get(k, ())]
 LAUNCH_ONLY = {"half_sms"}  # the base's code, launched otherwise
 
