@@ -15,7 +15,7 @@ NOT_APPLICABLE = {"attention": {"no_restrict", "no_launch_bounds", "no_l1"},
                   "attention_hopper": {"no_restrict", "no_l1"},
                   "cutlass_gemm": {"no_restrict", "strict_fp"}}
 DECLARED = {"attention_hopper": {"regs_capped", "no_launch_bounds"},
-            "cutlass_gemm": {"no_unroll", "no_forceinline"}}
+            "cutlass_gemm": {"no_unroll", "no_forceinline", "regs_capped"}}
 REAL = [(k, p) for k, p in EVERY_PATHOLOGY if p != "none" and p not in DECLARED.get(k, ())]
 LAUNCH_ONLY = {"half_sms"}  # the base's code, launched otherwise
 
