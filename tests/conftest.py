@@ -9,7 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 ROOT = Path(__file__).resolve().parents[1]
-KERNELS = ("attention", "rmsnorm", "attention_hopper")
+KERNELS = ("attention", "rmsnorm", "attention_hopper", "cutlass_gemm")
 TEST_PATHOLOGIES = ["broken_build", "noop", "unfingerprinted"]  # tests/conf/pathology, attention's
 
 

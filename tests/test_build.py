@@ -23,7 +23,7 @@ from ablate.build.compile import (ARCH_RE, BuildError, build, compile_command,
 from ablate.job.variant import variant_from_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
-KERNELS = ("attention", "rmsnorm", "attention_hopper")  # conftest.KERNELS
+KERNELS = ("attention", "rmsnorm", "attention_hopper", "cutlass_gemm")  # conftest.KERNELS
 ATTENTION = plugins.load("attention")
 PATHOLOGIES = ATTENTION.options("pathology")
 TEST_PATHOLOGIES = ["broken_build", "noop", "unfingerprinted"]
@@ -362,3 +362,48 @@ def test_a_kernel_is_unavailable_on_another_chip(monkeypatch, gpu, why):
     got = build_module.unavailable(_kernel_needing("sm_90a"))
     assert (got is None) if why is None else re.search(why, got)
 
+
+
+# ---- a header library's include folder and flags (spec.INCLUDE_DIRS, spec.FLAGS) -----------
+
+def test_a_spec_adds_include_dirs_and_flags_to_every_build(tmp_path):
+    """A plugin built on a header library (kernels/cutlass_gemm: CUTLASS from the nvidia-cutlass
+    wheel) names the folder, or a function finding it, and the flags the library wants; the
+    build compiles against it, and a changed folder is another library."""
+    p = stand_in(tmp_path)
+    lib = tmp_path / "site" / "lib" / "include"
+    lib.mkdir(parents=True)
+    (lib / "libvalue.h").write_text("#define LIB_VALUE 2.0f\n")
+    (p.kernel.dir / "base" / "tiny.cu").write_text(
+        STAND_IN.replace('#include "base/value.cuh"', '#include <libvalue.h>\n#define VALUE LIB_VALUE'))
+    p.kernel.spec = SimpleNamespace(INCLUDE_DIRS=lambda: [lib], FLAGS=["--expt-relaxed-constexpr", "-DNDEBUG"])
+    command = compile_command(p.base, p.build_cfg, p.kernel, "sm_90", p.root)
+    # after the kernel's folder and ablate's; flags after build.flags, before the variant's
+    assert command.index(f"-I{lib.relative_to(tmp_path).as_posix()}") > command.index(f"-I{ROOT / 'ablate' / 'include'}")
+    assert command.index("--expt-relaxed-constexpr") == command.index("-std=c++17") + 1 and "-DNDEBUG" in command
+    first = build([p.base], p.build_cfg, p.kernel, p.root)["none"]
+    assert first.status == "built", first.log
+    p.kernel.spec.INCLUDE_DIRS = ["../../site/lib/include"]  # a list, relative to the plugin folder
+    assert compile_command(p.base, p.build_cfg, p.kernel, "sm_90", p.root) == command
+    other = tmp_path / "other_lib"
+    other.mkdir()
+    (other / "libvalue.h").write_text("#define LIB_VALUE 3.0f\n")
+    p.kernel.spec.INCLUDE_DIRS = [other]
+    assert library_path(p.base, p.build_cfg, p.kernel, p.root) != first.lib
+
+
+def test_a_missing_header_library_is_a_clear_build_error(tmp_path):
+    p = stand_in(tmp_path)
+    p.kernel.name = "tiny"
+
+    def not_installed():
+        raise RuntimeError("the nvidia-cutlass package is not installed")
+    p.kernel.spec = SimpleNamespace(INCLUDE_DIRS=not_installed)
+    with pytest.raises(BuildError, match=r"kernel 'tiny': spec.INCLUDE_DIRS: the nvidia-cutlass package is not installed"):
+        compile_command(p.base, p.build_cfg, p.kernel, "sm_90", p.root)
+    p.kernel.spec = SimpleNamespace(INCLUDE_DIRS=[tmp_path / "nowhere"])
+    with pytest.raises(BuildError, match=r"spec.INCLUDE_DIRS: .*nowhere is not a directory"):
+        compile_command(p.base, p.build_cfg, p.kernel, "sm_90", p.root)
+    p.kernel.spec = SimpleNamespace(FLAGS="-DNDEBUG")
+    with pytest.raises(BuildError, match=r"spec.FLAGS must be a list"):
+        compile_command(p.base, p.build_cfg, p.kernel, "sm_90", p.root)

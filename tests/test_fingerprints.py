@@ -12,8 +12,10 @@ KERNEL_DIR = ATTENTION.dir
 # kernel: not_applicable (docs/design.md's table); those a kernel declares so are not built.
 NOT_APPLICABLE = {"attention": {"no_restrict", "no_launch_bounds", "no_l1"},
                   "rmsnorm": {"no_restrict", "no_l1", "strict_fp"},
-                  "attention_hopper": {"no_restrict", "no_l1"}}
-DECLARED = {"attention_hopper": {"regs_capped", "no_launch_bounds"}}
+                  "attention_hopper": {"no_restrict", "no_l1"},
+                  "cutlass_gemm": {"no_restrict", "strict_fp"}}
+DECLARED = {"attention_hopper": {"regs_capped", "no_launch_bounds"},
+            "cutlass_gemm": {"no_unroll", "no_forceinline", "regs_capped"}}
 REAL = [(k, p) for k, p in EVERY_PATHOLOGY if p != "none" and p not in DECLARED.get(k, ())]
 LAUNCH_ONLY = {"half_sms"}  # the base's code, launched otherwise
 
@@ -50,7 +52,7 @@ def test_the_pathology_sass_differs_from_the_base(built_kernels, kernel, name):
     built = built_kernels[kernel]
     if name in built.errors:
         pytest.fail(str(built.errors[name]))
-    same = name in NOT_APPLICABLE.get(kernel, ()) or name in LAUNCH_ONLY
+    same = name in NOT_APPLICABLE.get(kernel, ()) or name in LAUNCH_ONLY or bool(built.variants[name].launch_only)
     assert (built.sass(name)["text"] == built.sass("none")["text"]) == same
 
 
@@ -210,3 +212,25 @@ def test_per_config_metrics_are_known():
                           "fp16_h8k.sass.ldg_128": "zero"})
     with pytest.raises(ValueError, match="unknown metric 'sass.x.regs'"):
         fingerprint.validate({"sass.x.regs": "same"})
+
+
+def test_a_launch_only_pathology_may_keep_the_base_sass_and_no_other_may():
+    """`launch_only:` (cutlass_gemm's no_swizzle: a tile scheduler's host-side arguments) is a
+    hand-written pathology whose device code is the base's by construction: equal SASS is
+    what it says, not an error; alone only (combined with another, that one must still
+    change the code)."""
+    spec = {"fingerprint": {"sass.instructions": "same"}, "launch_only": "the scheduler's raster"}
+    alone = Variant(name="p", pathologies=("p",), specs={"p": spec}, launch_only=("p",))
+    metrics = {"sass.instructions": 10}
+    assert fingerprint.check(alone, metrics, metrics, "same", "same") == []
+    plain = Variant(name="p", pathologies=("p",), specs={"p": {"fingerprint": {"sass.instructions": "same"}}})
+    assert fingerprint.check(plain, metrics, metrics, "same", "same")[0].startswith("p: SASS equals the base's")
+    pair = Variant(name="p+q", pathologies=("p", "q"),
+                   specs={"p": spec, "q": {"fingerprint": {"sass.instructions": "same"}}}, launch_only=("p",))
+    assert fingerprint.check(pair, metrics, metrics, "same", "same")[-1].startswith("p+q: SASS equals the base's")
+
+
+@pytest.mark.parametrize("value", ["", "  ", True, 1])
+def test_launch_only_must_be_a_sentence(value):
+    with pytest.raises(VariantError, match="pathology 'p': launch_only must be a sentence"):
+        variant_from_cfg({"p": {"macros": {"ABLATE_P": 1}, "launch_only": value}}, KERNEL_DIR)

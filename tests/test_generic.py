@@ -36,7 +36,7 @@ def test_the_generic_pathologies_are_the_issues():
     assert GENERIC == sorted(PLAIN_CHANGES)
 
 
-@pytest.mark.parametrize("kernel", ["attention", "rmsnorm", "attention_hopper"])
+@pytest.mark.parametrize("kernel", ["attention", "rmsnorm", "attention_hopper", "cutlass_gemm"])
 def test_every_kernel_gets_them_and_glob_sees_them(kernel):
     plugin = plugins.load(kernel)
     assert set(GENERIC) <= set(plugin.options("pathology"))

@@ -275,3 +275,11 @@ def test_a_pathology_that_changes_nothing_stops_the_sweep_before_anything_is_bui
     assert proc.stderr.strip().splitlines()[-1].startswith(
         "ablate: pathology 'idle': no macros and no header: it would build the base again")
     assert not (tmp_path / "build").exists() and not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_sweep_builds_nothing_for_what_the_kernel_opts_out_of():
+    """kernel.not_applicable: the job says why and nothing is built, in a sweep too (its
+    callback builds variants_of_sweep: cutlass_gemm's declared no_forceinline compiled for
+    12-26 minutes on a 2-core CPU before this)."""
+    names = sweep_variants(["pathology=no_l1,no_unroll,none", "+kernel.not_applicable.no_l1=because"])
+    assert names == ["no_unroll", "none"]

@@ -254,7 +254,7 @@ def compile_command(variant, build_cfg, kernel, arch: str, root, seams_header=No
     ablate's header); `tree`: the transformed build copy of the kernel's folder to compile
     instead of the folder itself."""
     number = ARCH_RE.match(arch).group(1)
-    flags = [str(f) for f in build_cfg.flags] + list(getattr(variant, "flags", ()))
+    flags = [str(f) for f in build_cfg.flags] + kernel_flags(kernel) + list(getattr(variant, "flags", ()))
     if regs_cap is not None:
         flags.append(f"-maxrregcount={int(regs_cap)}")
     command = [str(build_cfg.nvcc), *flags, "-shared", "-Xcompiler", "-fPIC", "-Xptxas", "-v",
@@ -263,7 +263,7 @@ def compile_command(variant, build_cfg, kernel, arch: str, root, seams_header=No
     if tree is not None:  # the copy first; the folder still resolves paths that leave it (../x)
         source = Path(tree) / source.resolve().relative_to(Path(kernel.dir).resolve())
         include = [tree, kernel.dir]
-    command += [f"-I{_shown(d, root)}" for d in (*include, INCLUDE)]
+    command += [f"-I{_shown(d, root)}" for d in (*include, INCLUDE, *include_dirs(kernel))]
     if seams_header is not None:  # first: the patches and the base may use ABLATE_SEAMS_JSON
         command += ["-include", _shown(seams_header, root)]
     for header in variant.headers:
@@ -277,6 +277,49 @@ def compile_command(variant, build_cfg, kernel, arch: str, root, seams_header=No
         if not arg or "\n" in arg or "\r" in arg:
             raise BuildError(f"bad nvcc argument {arg!r} (from build.flags, kernel or variant)")
     return command
+
+
+def kernel_flags(kernel) -> list[str]:
+    """The nvcc flags every build of `kernel` takes (`spec.FLAGS`, e.g. a header library's
+    `--expt-relaxed-constexpr`), after build.flags and before a variant's own; none by default."""
+    spec = getattr(kernel, "spec", None)
+    flags = getattr(spec, "FLAGS", None) if spec is not None else None
+    if flags is None:
+        return []
+    name = getattr(kernel, "name", "this kernel")
+    if isinstance(flags, str) or not all(isinstance(f, str) and f for f in flags):
+        raise BuildError(f"kernel {name!r}: spec.FLAGS must be a list of nvcc flags (strings), got {flags!r}")
+    return list(flags)
+
+
+def include_dirs(kernel) -> list[Path]:
+    """The folders `spec.INCLUDE_DIRS` adds to `kernel`'s include path, after its own folder
+    and ablate's: a list, or a function returning one (called at each build, so that it can
+    find a header package where it is installed); a relative folder is relative to the
+    plugin's. BuildError naming the kernel when the function fails (say, a missing
+    dependency: its message is kept) or a folder does not exist. The folders' headers are not
+    hashed into the library's name (a header library has thousands); their paths are, and
+    ninja's depfile rebuilds a library whose headers changed."""
+    spec = getattr(kernel, "spec", None)
+    dirs = getattr(spec, "INCLUDE_DIRS", None) if spec is not None else None
+    if dirs is None:
+        return []
+    name = getattr(kernel, "name", "this kernel")
+    if callable(dirs):
+        try:
+            dirs = dirs()
+        except Exception as e:  # noqa: BLE001 - the plugin's own reason, e.g. a package not installed
+            raise BuildError(f"kernel {name!r}: spec.INCLUDE_DIRS: {e}") from None
+    if isinstance(dirs, (str, Path)):
+        dirs = [dirs]
+    out = []
+    for d in dirs:
+        path = Path(d).expanduser()
+        path = path if path.is_absolute() else Path(kernel.dir) / path
+        if not path.is_dir():
+            raise BuildError(f"kernel {name!r}: spec.INCLUDE_DIRS: {path} is not a directory")
+        out.append(path.resolve())
+    return out
 
 
 def ninja_manifest(edges: dict, build_dir: Path, kernel, root: Path) -> str:

@@ -120,8 +120,12 @@ def check(variant, metrics: dict, base_metrics: dict, sass_text: str,
                 problems.append(f"{name}: fingerprint {metric}: {describe(rule)} does not hold in "
                                 f"{variant.name}: it has {value}, {rest_name} (without {name}) {against}, "
                                 f"as the base")
-    # half_sms runs the base's very library on part of the SMs: only its launch differs
-    launch_only = bool(getattr(variant, "sm_fraction", None)) and not getattr(variant, "changes_build", True)
+    # half_sms runs the base's very library on part of the SMs: only its launch differs; so does a
+    # hand-written pathology that says `launch_only:` (its macros change the host's launch
+    # arguments, e.g. a tile scheduler's raster, and no device code), when it is all the variant is
+    launch_only = ((bool(getattr(variant, "sm_fraction", None)) and not getattr(variant, "changes_build", True))
+                   or (bool(getattr(variant, "launch_only", ()))
+                       and set(variant.launch_only) == set(variant.pathologies)))
     if sass_text == base_sass_text and not launch_only:
         count = sum(1 for line in sass_text.splitlines() if line.startswith("  "))
         problems.append(f"{variant.name}: SASS equals the base's ({count} instructions): the "

@@ -80,6 +80,10 @@ OPTIONAL = {
                "export ablate_variant_info (a plain kernel; default: the library's own)",
     "ARCH": "the arch the kernel must be built for (e.g. sm_90a, for wgmma or setmaxnreg); on a "
             "GPU of another chip it is unavailable (default: build.arch, auto = the GPU's)",
+    "INCLUDE_DIRS": "folders (or a function returning them) added to every build's include path, "
+                    "after the plugin's folder and ablate's: a header library's, e.g. found in an "
+                    "installed Python package (default: none)",
+    "FLAGS": "nvcc flags every build of the kernel takes, after build.flags (default: none)",
     "HEADER": "the file (relative to the plugin folder) holding SYMBOL's prototype (default: "
               "the first of the plugin's sources that declares it, headers first)",
     "PARAMS": "{C parameter name: formula of the shape}: a scalar parameter's value when it is "

@@ -35,7 +35,8 @@ SEAM_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+ABLATE_SEAM_([A-Z0-9_]+)\b"
 # before anything is built (it would measure the base against itself and read as a pathology).
 BUILD_FIELDS = ("macros", "header", "flags", "regs_cap", "transform", "sm_fraction", "meta")
 SPEC_KEYS = {"header", "macros", "seam", "mechanism", "expected", "fingerprint", "counters", "launches", "truth",
-             "generic", "flags", "regs_cap", "transform", "sm_fraction", "unchanged_means", "meta"}
+             "generic", "flags", "regs_cap", "transform", "sm_fraction", "unchanged_means", "meta",
+             "launch_only"}
 # Extra nvcc flags a pathology may add (`flags:`): a fixed vocabulary, nothing else reaches nvcc.
 FLAG_RE = re.compile(r"^(--fmad=(true|false)|-prec-div=(true|false)|-prec-sqrt=(true|false)|-ftz=(true|false)"
                      r"|-Xptxas=-dlcm=(ca|cg|cs)|-Xptxas=-dscm=(cg|cs|wt))$")
@@ -68,6 +69,7 @@ class Variant:
     generic: tuple[str, ...] = ()  # its generic pathologies (conf/generic/): equal SASS is "not applicable"
     # A Triton kernel's overrides of its META: {name: value, or {"fraction_of_base": F}}, sorted by name.
     meta: dict = field(default_factory=dict)
+    launch_only: tuple[str, ...] = ()  # its pathologies that change only the host's launch arguments
 
     @property
     def is_base(self) -> bool:
@@ -163,6 +165,7 @@ def variant_from_cfg(pathology_cfg, kernel_dir) -> Variant:
         sm_fraction=sm_fraction,
         generic=tuple(n for n, spec in specs.items() if spec.get("generic")),
         meta=dict(sorted(meta.items())),
+        launch_only=tuple(n for n, spec in specs.items() if spec.get("launch_only")),
     )
 
 
@@ -252,6 +255,11 @@ def _check_spec(name, spec) -> dict:
     for key in ("generic",):
         if spec.get(key) is not None and not isinstance(spec[key], bool):
             raise VariantError(f"pathology '{name}': {key} must be true or false, got {spec[key]!r}")
+    if spec.get("launch_only") is not None and (not isinstance(spec["launch_only"], str)
+                                                or not spec["launch_only"].strip()):
+        raise VariantError(f"pathology '{name}': launch_only must be a sentence saying which launch "
+                           f"arguments its macros change (its device code is the base's), got "
+                           f"{spec['launch_only']!r}")
     if spec.get("unchanged_means") is not None and not isinstance(spec["unchanged_means"], str):
         raise VariantError(f"pathology '{name}': unchanged_means must be a sentence")
     if name != BASE and spec.get("truth") is None and not any(spec.get(k) not in (None, {}, [], "") for k in BUILD_FIELDS):

@@ -1,0 +1,82 @@
+// The choices each seam of base/cutlass_gemm.cu can name: the base's and the pathologies'.
+// Each is a CUTLASS template argument (or, for the raster, a tile-scheduler argument) wrapped
+// in a type, so that a patch swaps one by redefining one ABLATE_SEAM_* macro.
+#pragma once
+#include <cute/tensor.hpp>
+#include <cutlass/epilogue/dispatch_policy.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/dispatch_policy.hpp>
+#include <cutlass/gemm/kernel/tile_scheduler.hpp>
+
+namespace gemm {
+
+// Kernel schedules: the warp-specialized kernels' consumer arrangement, with the mainloop and
+// epilogue policies each pairs with.
+struct PingPong {  // two consumer warpgroups on two tiles, taking turns: one's epilogue under the other's MMAs
+  using Tma = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+  using CpAsync = cutlass::gemm::KernelCpAsyncWarpSpecializedPingpong;
+  using TmaEpilogue = cutlass::epilogue::TmaWarpSpecialized;
+};
+struct Cooperative {  // two consumer warpgroups split one tile; the epilogue stalls both
+  using Tma = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  using CpAsync = cutlass::gemm::KernelCpAsyncWarpSpecializedCooperative;
+  using TmaEpilogue = cutlass::epilogue::TmaWarpSpecializedCooperative;
+};
+
+// Mainloops: the producer warp's copies.
+struct TmaMainloop {  // one thread issues TMA tile copies (multicast across the cluster)
+  static constexpr bool kMulticast = true;
+  template <class S> using Schedule = typename S::Tma;
+};
+struct CpAsyncMainloop {  // the producer warpgroup's 128 threads copy with cp.async, 16 bytes each
+  static constexpr bool kMulticast = false;
+  template <class S> using Schedule = typename S::CpAsync;
+};
+
+// Clusters.
+using Cluster2x1 = cute::Shape<cute::_2, cute::_1, cute::_1>;
+using Cluster1x1 = cute::Shape<cute::_1, cute::_1, cute::_1>;
+
+// Pipeline depth.
+struct StagesAuto {  // as many stages as shared memory holds beside the epilogue's
+  template <int EpilogueBytes> using Count = cutlass::gemm::collective::StageCountAutoCarveout<EpilogueBytes>;
+};
+struct Stages2 {  // double buffering only
+  template <int> using Count = cutlass::gemm::collective::StageCount<2>;
+};
+
+// Tiles (M x N x K-step).
+using Tile128x128 = cute::Shape<cute::_128, cute::_128, cute::_64>;
+using Tile64x64 = cute::Shape<cute::_64, cute::_64, cute::_64>;
+using Tile128x64 = cute::Shape<cute::_128, cute::_64, cute::_64>;  // the skinny configuration's
+
+// Tile schedulers.
+using StreamK = cutlass::gemm::StreamKScheduler;
+using DataParallel = cutlass::gemm::PersistentScheduler;
+
+// Epilogues.
+struct TmaEpilogue {  // accumulators -> shared memory -> TMA store
+  template <class S> using Schedule = typename S::TmaEpilogue;
+};
+struct DirectEpilogue {  // accumulators -> registers -> global stores, no shared memory
+  template <class S> using Schedule = cutlass::epilogue::NoSmemWarpSpecialized;
+};
+
+// Raster of the persistent scheduler's tiles: host-side arguments of the launch.
+struct Swizzled {  // tiles walked in groups of kSwizzle along the shorter side (L2 reuse of A and B)
+  static constexpr int kSwizzle = 8;
+  template <class A> static void apply(A& scheduler) {
+    scheduler.max_swizzle_size = kSwizzle;
+    using Order = decltype(scheduler.raster_order);
+    scheduler.raster_order = Order::Heuristic;
+  }
+};
+struct RowByRow {  // one row of tiles after another, no swizzle
+  template <class A> static void apply(A& scheduler) {
+    scheduler.max_swizzle_size = 1;
+    using Order = decltype(scheduler.raster_order);
+    scheduler.raster_order = Order::AlongN;
+  }
+};
+
+}  // namespace gemm

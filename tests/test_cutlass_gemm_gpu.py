@@ -1,0 +1,111 @@
+"""The CUTLASS GEMM plugin's correctness on a GPU (an sm_90 one: the kernel is sm_90a code):
+the base and every pathology of its own against the spec's reference, outputs poisoned with
+NaN before every launch, both dtypes, m, n, k off every tile size (odd m; n and k multiples
+of 8, as TMA requires), both configurations (skinny m <= 128, large above) and a stream-K
+split of few tiles over many SMs; launches on a side stream and in a CUDA graph; and the
+refusals: n or k not a multiple of 8, by the shape's validation (naming the field) and by
+the ABI (cudaErrorInvalidValue, nothing written)."""
+import zlib
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ablate.job import plugins  # noqa: E402
+from ablate.gpu.check import compare, poisoned_inputs  # noqa: E402
+from ablate.build.library import Kernel, KernelError  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+GEMM = plugins.load("cutlass_gemm")
+SPEC = GEMM.spec
+# Its own pathologies (the generic ones are tested for every kernel in test_generic_gpu).
+PATHOLOGIES = ["none"] + sorted(p for p in GEMM.options("pathology")
+                                if (GEMM.dir / "conf" / "pathology" / f"{p}.yaml").exists())
+# (m, n, k): tiles are 128x128x64 (large), 64x64x64 (tile_64x64), 128x64x64 (skinny).
+CASES = [(1, 8, 8), (37, 200, 1032), (64, 4096, 4096), (127, 1000, 72), (128, 136, 4104),
+         (129, 264, 328), (331, 1000, 1000), (999, 1032, 2056), (2049, 4104, 520)]
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="session")
+def kernels():
+    """name -> Kernel: the base and every pathology built once, in one ninja run."""
+    from ablate.build.compile import build, unavailable
+    from ablate.job.variant import variant_from_cfg
+
+    if why := unavailable(GEMM):
+        pytest.skip(why)
+    cfgs = {n: plugins.compose("cutlass_gemm", [f"pathology={n}"]) for n in PATHOLOGIES}
+    variants = {n: variant_from_cfg(c.pathology, GEMM.dir) for n, c in cfgs.items()}
+    results = build(list(variants.values()), cfgs["none"].build, GEMM, ROOT)
+    loaded = {}
+    for name, variant in variants.items():
+        result = results[variant.name]
+        assert result.ok, f"{name} failed to build:\n{result.log}"
+        loaded[name] = Kernel(result.lib, SPEC)
+    return loaded
+
+
+def seed_of(request):
+    return zlib.crc32(request.node.nodeid.encode())
+
+
+def run_case(kernel, m, n, k, dtype, seed):
+    shape = SPEC.validate_shape({"m": m, "n": n, "k": k, "dtype": dtype})
+    tensors = poisoned_inputs(SPEC, shape, seed, "cuda")
+    kernel(tensors, shape)
+    torch.cuda.synchronize()
+    return compare(SPEC, tensors, shape, SPEC.tolerance(shape)), tensors
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("name", PATHOLOGIES)
+def test_matches_reference(kernels, request, name, dtype):
+    for m, n, k in CASES:
+        result, tensors = run_case(kernels[name], m, n, k, dtype, seed_of(request) + m * n + k)
+        assert result["ok"], f"{name} {dtype} {m}x{n}x{k}: {result['error']}"
+        # Row by row too: one wrong row (a tile edge) is too small a share to move the global error.
+        ref = SPEC.reference(tensors, {})["d"]
+        row_err = (tensors["d"].double() - ref).norm(dim=-1) / ref.norm(dim=-1)
+        assert float(row_err.max()) < 4 * SPEC.tolerance({"dtype": dtype}), \
+            f"{name} {dtype} {m}x{n}x{k}: row {int(row_err.argmax())} has rel err {float(row_err.max()):.3g}"
+
+
+@pytest.mark.parametrize("name", PATHOLOGIES)
+def test_side_stream_and_graph(kernels, request, name):
+    """On a non-default stream, and captured in a CUDA graph after an uncaptured launch of
+    the shape (stream-K's workspace is allocated then: allocation is illegal in a capture)."""
+    for m in (64, 333):
+        shape = SPEC.validate_shape({"m": m, "n": 520, "k": 1032, "dtype": "fp16"})
+        tensors = poisoned_inputs(SPEC, shape, seed_of(request) + m, "cuda")
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            kernels[name](tensors, shape)
+        side.synchronize()
+        assert compare(SPEC, tensors, shape, SPEC.tolerance(shape))["ok"], f"{name} m={m} on a side stream"
+        tensors["d"].fill_(float("nan"))
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            kernels[name](tensors, shape)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert compare(SPEC, tensors, shape, SPEC.tolerance(shape))["ok"], f"{name} m={m} replayed from a graph"
+
+
+@pytest.mark.parametrize("field", ["n", "k"])
+def test_unaligned_n_or_k_is_refused_naming_the_field(kernels, field):
+    shape = {"m": 64, "n": 1000, "k": 1000, "dtype": "fp16"}
+    shape[field] = 1001
+    with pytest.raises(ValueError, match=rf"^{field}=1001: must be a multiple of 8"):
+        SPEC.validate_shape(shape)
+    # The ABI refuses it too, writing nothing.
+    good = SPEC.validate_shape({"m": 64, "n": 1000, "k": 1000, "dtype": "fp16"})
+    tensors = SPEC.make_inputs(good, torch.Generator(device="cuda").manual_seed(0), "cuda")
+    tensors["d"].fill_(7)
+    with pytest.raises(KernelError, match=r"ablate_cutlass_gemm returned cudaErrorInvalidValue \(1\)"):
+        kernels["none"](tensors, shape)
+    torch.cuda.synchronize()
+    assert bool((tensors["d"] == 7).all())
