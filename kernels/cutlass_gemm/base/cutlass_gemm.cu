@@ -2,16 +2,17 @@
 // BF16 in and out, FP32 accumulation (base/ablate_gemm.h is the C ABI). CUTLASS is a
 // dependency, read from the nvidia-cutlass package's headers (spec.py: include_dirs).
 //
-// Two configurations, chosen per call by m (kSkinnyMaxM):
-//   large  (m > kSkinnyMaxM): warp-specialized ping-pong, TMA mainloop with 2x1 cluster
-//          multicast, a persistent data-parallel tile scheduler with a swizzled raster, a TMA
-//          epilogue; tile 128x128x64 (one 128x128 tile per consumer warpgroup, 64 FP32
-//          accumulator registers x 2 per thread).
-//   skinny (m <= kSkinnyMaxM, decode-like): one row of tiles only, so a data-parallel grid
-//          leaves most SMs idle (n / 64 = 64 tiles at n = 4096 on 132 SMs); cooperative
-//          128x64x64 tiles under the stream-K scheduler, which shares the k loop of the few
-//          tiles out among all SMs. (Stream-K exists for cooperative kernels only: CUTLASS's
-//          ping-pong kernel static_asserts against it.)
+// Two configurations, chosen per call by m (kSkinnyMaxM), each the fastest of the tuning
+// builds timed against cuBLAS on the H100 (docs/benchmarks.md, "cutlass_gemm"):
+//   large  (m > kSkinnyMaxM): warp-specialized ping-pong, TMA mainloop, no cluster (2x1
+//          clusters with B multicast measured 0.89-1.0x of 1x1's speed at the large shapes),
+//          a persistent data-parallel tile scheduler with a swizzled raster, a TMA epilogue;
+//          tile 128x128x64 (one 128x128 tile per consumer warpgroup, 64 FP32 accumulator
+//          registers x 2 per thread).
+//   skinny (m <= kSkinnyMaxM, decode-like): ping-pong 64x64x64 tiles under the persistent
+//          data-parallel scheduler: n / 64 = 64 tiles at n = 4096, as many stages as fit (13).
+//          Cooperative 128x64 tiles under stream-K, which shares the k loop of the few tiles
+//          among all SMs, measured 0.71x of cuBLAS at m = 64 where this reads 0.96x.
 // Each knob is a seam (#ifndef ABLATE_SEAM_X below); a pathology (patches/*.cuh,
 // force-included ahead of this file) redefines one. Which configuration a seam reaches is
 // said beside it; the two instances are told apart by their problem-shape type (rank 3 for
@@ -43,17 +44,14 @@
 #ifndef ABLATE_SEAM_MAINLOOP     // both: who moves A and B tiles into shared memory
 #define ABLATE_SEAM_MAINLOOP TmaMainloop
 #endif
-#ifndef ABLATE_SEAM_CLUSTER      // large: thread-block cluster (TMA multicast of B between the pair)
-#define ABLATE_SEAM_CLUSTER Cluster2x1
+#ifndef ABLATE_SEAM_CLUSTER      // large: thread-block cluster (a 2x1 pair would share B by TMA multicast)
+#define ABLATE_SEAM_CLUSTER Cluster1x1
 #endif
 #ifndef ABLATE_SEAM_STAGES       // both: depth of the shared-memory pipeline
 #define ABLATE_SEAM_STAGES StagesAuto
 #endif
 #ifndef ABLATE_SEAM_TILE         // large: the block's output tile (M x N x K-step)
 #define ABLATE_SEAM_TILE Tile128x128
-#endif
-#ifndef ABLATE_SEAM_SCHEDULER    // skinny: how output tiles (and their k loops) map to SMs
-#define ABLATE_SEAM_SCHEDULER StreamK
 #endif
 #ifndef ABLATE_SEAM_EPILOGUE     // both: how the accumulators reach global memory
 #define ABLATE_SEAM_EPILOGUE TmaEpilogue
@@ -63,15 +61,18 @@
 #endif
 
 // Tuning knobs, not seams (no pathology replaces them): the rest of each configuration, named
-// here so that a tuning build can try others (.dev/cutlass_tune/ in the lead's checkout).
+// here so that a tuning build can try others.
 #ifndef GEMM_LARGE_SCHEDULER     // large: its tile scheduler
 #define GEMM_LARGE_SCHEDULER DataParallel
 #endif
 #ifndef GEMM_SKINNY_TILE
-#define GEMM_SKINNY_TILE Tile128x64
+#define GEMM_SKINNY_TILE Tile64x64
 #endif
 #ifndef GEMM_SKINNY_SCHEDULE
-#define GEMM_SKINNY_SCHEDULE Cooperative
+#define GEMM_SKINNY_SCHEDULE PingPong
+#endif
+#ifndef GEMM_SKINNY_SCHEDULER    // skinny: how output tiles map to SMs (stream-K needs Cooperative)
+#define GEMM_SKINNY_SCHEDULER DataParallel
 #endif
 #ifndef GEMM_SKINNY_CLUSTER
 #define GEMM_SKINNY_CLUSTER Cluster1x1
@@ -90,7 +91,7 @@ using Raster = ABLATE_SEAM_RASTER;
 // cp.async cannot multicast: a cp.async mainloop runs without clusters.
 using LargeCluster = cute::conditional_t<Mainloop::kMulticast, ABLATE_SEAM_CLUSTER, Cluster1x1>;
 
-constexpr int kSkinnyMaxM = GEMM_SKINNY_MAX_M;  // one tile row of the skinny configuration's 128-row tiles
+constexpr int kSkinnyMaxM = GEMM_SKINNY_MAX_M;  // m up to which the skinny configuration runs (two rows of its 64-row tiles)
 constexpr int kAlign = 8;         // elements per 16 bytes: TMA's and the vector loads' alignment
 
 // One GEMM configuration: the collectives the builders make of the knobs, and the kernel.
@@ -124,9 +125,10 @@ using Large = Config<Element, ABLATE_SEAM_TILE, LargeCluster, Schedule, GEMM_LAR
 template <class Element>
 using Skinny = Config<Element, GEMM_SKINNY_TILE,
                       cute::conditional_t<Mainloop::kMulticast, GEMM_SKINNY_CLUSTER, Cluster1x1>,
-                      GEMM_SKINNY_SCHEDULE, ABLATE_SEAM_SCHEDULER, cute::Shape<int, int, int, int>>;
+                      GEMM_SKINNY_SCHEDULE, GEMM_SKINNY_SCHEDULER, cute::Shape<int, int, int, int>>;
 
-// The workspace (stream-K's partial sums and tile locks) the ABI has no argument for: one
+// The workspace a configuration asks for (stream-K's partial sums and tile locks, in a tuning
+// build that picks it; none for the data-parallel scheduler), which the ABI has no argument for: one
 // buffer per process, grown before use. It cannot grow inside a CUDA graph capture, where
 // allocation is illegal; ablate's gate runs each shape uncaptured first.
 struct Workspace {

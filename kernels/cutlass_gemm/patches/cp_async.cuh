@@ -1,7 +1,7 @@
 // cp_async: A and B tiles reach shared memory by cp.async from the producer warpgroup's 128
 // threads (16 bytes a thread and copy, address math in registers) instead of TMA copies one
-// thread issues; cp.async cannot multicast, so the large configuration runs without its 2x1
-// cluster too.
+// thread issues (cp.async cannot multicast: with it the cluster seam is held at 1x1, as the
+// base's is).
 #pragma once
 #ifdef ABLATE_CP_ASYNC
 #include "base/seams.cuh"
