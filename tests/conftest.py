@@ -1,6 +1,7 @@
 """Shared test set-up: the `gpu` marker (skipped without CUDA), the project root, MLflow
 stores in temporary folders, so that no test ever writes to the real runs/mlflow.db, and the
 session's build of every variant of every kernel (`built_kernels`; `built` is attention's)."""
+import os
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -77,8 +78,10 @@ def every_variant(tmp_path_factory):
                         f'exec "{shutil.which("nvcc")}" "$@"\n')
         nvcc.chmod(0o755)
         cfg = OmegaConf.load(ROOT / "conf" / "config.yaml")
+        # As many compiles at once as cores (ninja's default is 2 more): one of cutlass_gemm's
+        # takes ~4.7 GB, and a CI machine of 2 cores has 24 GB.
         build_cfg = OmegaConf.merge(cfg.build, {"dir": str(base / "build"), "arch": "sm_90",
-                                                "nvcc": str(nvcc)})
+                                                "nvcc": str(nvcc), "jobs": os.cpu_count() or 1})
         _session["built"] = {}
         for kernel in KERNELS:
             plugin = plugins.load(kernel)

@@ -152,9 +152,9 @@ def _result(variant, build_dir: Path, digest: str, arch: str, cached: bool) -> B
 def _up_to_date(build_dir: Path, digest: str, root: Path) -> bool:
     """Whether <digest>.so and its log exist and are newer than every file its depfile (nvcc
     -MD: the source and every header it included, the CUDA toolkit's and any package's among
-    them) names, relative paths from the project root `root`, where nvcc ran: what ninja
-    checks before it would run nothing."""
-    lib, dep = build_dir / f"{digest}.so", build_dir / f"{digest}.d"
+    them) names (its kept copy, <digest>.deps), relative paths from the project root `root`,
+    where nvcc ran: what ninja checks before it would run nothing."""
+    lib, dep = build_dir / f"{digest}.so", build_dir / f"{digest}.deps"
     built = _mtime(lib)
     if built is None or _mtime(build_dir / f"{digest}.log") is None:
         return False
@@ -162,9 +162,11 @@ def _up_to_date(build_dir: Path, digest: str, root: Path) -> bool:
         text = dep.read_text()
     except OSError:
         return False
-    _, _, deps = text.replace("\\\n", " ").partition(": ")
-    for path in deps.split():
-        m = _mtime(root / path)  # an absolute path stays itself
+    # `target : dep dep \<newline> dep`; a space inside a path is `\ ` (nvcc leaves the
+    # target's unescaped, which the split at " : " passes over)
+    _, _, deps = text.replace("\\\n", " ").partition(" : ")
+    for path in re.split(r"(?<!\\)\s+", deps.strip()):
+        m = _mtime(root / path.replace("\\ ", " "))  # an absolute path stays itself
         if m is None or m > built:
             return False
     return True
@@ -327,8 +329,9 @@ def ninja_manifest(edges: dict, build_dir: Path, kernel, root: Path) -> str:
 
     The command logs itself and nvcc's output to <digest>.log.tmp, compiles to
     <digest>.tmp.so, and only when nvcc succeeds moves both into place; `build` renames a
-    failed build's log to <digest>.failed.log. The depfile (nvcc -MD, <digest>.d, which ninja
-    reads and leaves in place) makes header edits rebuild."""
+    failed build's log to <digest>.failed.log. The depfile (nvcc -MD) makes header edits
+    rebuild; ninja takes it into its log and deletes it, so the command keeps a copy,
+    <digest>.deps, for `_up_to_date`."""
     lines = [
         "# Written by ablate.build.compile; rewritten on every build.",
         f"builddir = {_ninja_escape(str(build_dir))}",
@@ -336,17 +339,19 @@ def ninja_manifest(edges: dict, build_dir: Path, kernel, root: Path) -> str:
         "rule nvcc",
         "  command = $cmd",
         "  description = nvcc $variant",
-        "  depfile = $dep",  # kept (no `deps = gcc`, which deletes it): _up_to_date reads it too
+        "  depfile = $dep",
+        "  deps = gcc",
         "",
     ]
     for digest, (variant, command) in edges.items():
         source = _ninja_path(command[-1])  # the kernel's source, or its transformed copy
         lib, tmp = build_dir / f"{digest}.so", build_dir / f"{digest}.tmp.so"
         log, log_tmp = build_dir / f"{digest}.log", build_dir / f"{digest}.log.tmp"
-        dep = build_dir / f"{digest}.d"
+        dep, kept = build_dir / f"{digest}.d", build_dir / f"{digest}.deps"
         nvcc = command + ["-MD", "-MF", str(dep), "-MT", str(lib), "-o", str(tmp)]
         shell = (f"printf '%s\\n' {shlex.quote(shlex.join(command))} > {shlex.quote(str(log_tmp))}"
                  f" && {shlex.join(nvcc)} >> {shlex.quote(str(log_tmp))} 2>&1"
+                 f" && cp -f {shlex.quote(str(dep))} {shlex.quote(str(kept))}"
                  f" && mv -f {shlex.quote(str(tmp))} {shlex.quote(str(lib))}"
                  f" && mv -f {shlex.quote(str(log_tmp))} {shlex.quote(str(log))}")
         implicit = " ".join(_ninja_path(h) for h in variant.headers)

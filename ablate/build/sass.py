@@ -58,7 +58,7 @@ def read(lib: Path) -> dict:
 
     Kept beside the library as `<lib>.sass.json`, valid while the library's size and mtime
     and the disassembler are those it was read from: cuobjdump and nvdisasm took ~1.6 s per
-    attention library on the H100's host, and a warm sweep read 8 of them again."""
+    library of the README sweep's kernel on the H100's host, and a warm sweep read 8 of them again."""
     lib = Path(lib)
     cache, key = lib.with_name(lib.name + ".sass.json"), _cache_key(lib)
     try:

@@ -39,7 +39,7 @@ def read_sass_ahead(jobs, variants, results):
     """Disassemble now, all at once, the libraries whose SASS the jobs will read one after
     another (a generic pathology's, to tell whether it applies, and the base's; every one in
     static mode): each read is kept beside its library (ablate/build/sass.py). cuobjdump took
-    ~1.6 s per attention library on the H100's host, 4 of them in a row in the README sweep."""
+    ~1.6 s per library of the README sweep's kernel on the H100's host, 4 of them in a row."""
     from concurrent.futures import ThreadPoolExecutor
 
     from ablate.build import sass
