@@ -124,3 +124,27 @@ def test_no_child_is_started_early_without_a_gpu(tmp_path, monkeypatch):
     monkeypatch.setattr(worker, "_worker", None)
     worker.prestart_worker()
     assert worker._worker is None
+
+
+def test_a_sweep_stopped_before_its_first_job_kills_its_warming_child(monkeypatch):
+    """Bad input stops the sweep in its callback; the GPU child it started early (still importing
+    torch, not yet reading its stdin) is killed at once, not waited for."""
+    from omegaconf import OmegaConf
+
+    from ablate.sweep.callbacks import SweepSetup
+
+    calls = []
+    monkeypatch.setattr(worker, "prestart_worker", lambda: calls.append("started"))
+    monkeypatch.setattr(worker, "stop_worker", lambda grace=10: calls.append(f"stopped, grace {grace}"))
+
+    def bad_input(self, config):
+        raise SystemExit("ablate: shape: seq must be >= 1")
+    monkeypatch.setattr(SweepSetup, "_start", bad_input)
+    config = OmegaConf.create({"mode": "gpu", "hydra": {"launcher": {}}})
+    with pytest.raises(SystemExit, match="seq must be"):
+        SweepSetup().on_multirun_start(config)
+    assert calls == ["started", "stopped, grace 0"]
+    calls.clear()  # static mode starts no child, so there is none to stop
+    with pytest.raises(SystemExit):
+        SweepSetup().on_multirun_start(OmegaConf.create({"mode": "static", "hydra": {"launcher": {}}}))
+    assert calls == []
