@@ -76,7 +76,7 @@ def build(variants: list, build_cfg, kernel, root) -> dict[str, BuildResult]:
                          "build the base alongside it")
     results = _build_once(first, build_cfg, kernel, root, build_dir) if first else {}
     if capped:
-        base = next(r for v, r in zip(first, (results[v.name] for v in first)) if v.is_base)
+        base = results[next(v for v in first if v.is_base).name]
         if base.ok:
             results.update(_build_once(capped, build_cfg, kernel, root, build_dir,
                                        base_regs=base.ptxas["max_registers"]))
@@ -116,28 +116,18 @@ def _build_once(variants, build_cfg, kernel, root: Path, build_dir: Path, base_r
         reported = _failed(ninja_output, lib)
         failed = reported or not lib.exists() or not log_path.exists()
         attempt, failed_log = build_dir / f"{digest}.log.tmp", build_dir / f"{digest}.failed.log"
-        if failed:
-            # nvcc's own log when its compile failed; else ninja's account of what went wrong.
-            # Kept as <digest>.failed.log (the compile writes <digest>.log.tmp as it goes).
-            if reported and attempt.exists():
-                os.replace(attempt, failed_log)
-            else:
-                failed_log.write_text(ninja_output)
-            log = failed_log.read_text(errors="replace")
-        else:
+        if not failed:
             failed_log.unlink(missing_ok=True)  # an earlier failure of the same inputs, now built
-            log = log_path.read_text(errors="replace")
-        results[variant.name] = BuildResult(
-            variant=variant.name,
-            status="build_failed" if failed else "built",
-            lib=lib,
-            log=log,
-            log_path=failed_log if failed else log_path,
-            cached=not failed and before[digest] == _mtime(lib),
-            arch=arch,
-            digest=digest,
-            ptxas={} if failed else ptxas.parse(log),
-        )
+            results[variant.name] = _result(variant, build_dir, digest, arch, cached=before[digest] == _mtime(lib))
+            continue
+        # nvcc's own log when its compile failed; else ninja's account of what went wrong.
+        # Kept as <digest>.failed.log (the compile writes <digest>.log.tmp as it goes).
+        if reported and attempt.exists():
+            os.replace(attempt, failed_log)
+        else:
+            failed_log.write_text(ninja_output)
+        results[variant.name] = BuildResult(variant.name, "build_failed", lib, failed_log.read_text(errors="replace"),
+                                            failed_log, False, arch, digest)
     return results
 
 
