@@ -191,3 +191,23 @@ def test_help_says_how_to_pick_a_kernel_static_mode_and_a_kernel_path():
         assert needle in text, needle
     text = run("kernel=rmsnorm").stdout
     assert "the groups below are rmsnorm's" in text and "pathology: atomic_reduce" in text
+
+
+def test_the_sanitizer_builds_none_of_what_the_kernel_declares_not_applicable(tmp_path, monkeypatch):
+    """kernel.not_applicable: a sweep never builds those pathologies, nor may the sanitizer
+    (cutlass_gemm's regs_capped kept ptxas busy for minutes before it failed, and the sanitizer
+    waited on it before it ran anything)."""
+    from ablate.build import compile as compile_mod
+    from ablate.tools import new_kernel, sanitize
+
+    assert new_kernel.main(["far_kernel", str(tmp_path / "kernels")]) == 0
+    yaml = tmp_path / "kernels" / "far_kernel" / "conf" / "kernel" / "far_kernel.yaml"
+    yaml.write_text(yaml.read_text() + "  not_applicable:\n    regs_capped: its registers are the test's\n")
+    asked = []
+    monkeypatch.setattr(compile_mod, "build", lambda variants, *a: asked.extend(v.name for v in variants) or
+                        {v.name: f"built {v.name}" for v in variants})
+    plugin, dirs, _ = plugins.tool_kernel("far_kernel", [str(tmp_path / "kernels")], [])
+    _, builds, declared = sanitize.build_pathologies(plugin, ["none", "regs_capped", "scalar_loads"], (), dirs)
+    assert declared == {"regs_capped": "its registers are the test's"}
+    assert sorted(builds) == ["none", "scalar_loads"]
+    assert not any("regs_capped" in name for name in asked) and any("scalar_loads" in name for name in asked)

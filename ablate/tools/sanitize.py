@@ -24,7 +24,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from ablate.job import plugins
@@ -178,18 +179,23 @@ def pathology_names(plugin):
 
 
 def build_pathologies(plugin, names, overrides=(), kernel_path=()):
-    """Compose the app's config for each pathology and build them all in one ninja run.
+    """Compose the app's config for each pathology and build them all in one ninja run, less
+    those the kernel declares not applicable (kernel.not_applicable), which a sweep never
+    builds either: cutlass_gemm's regs_capped is one that ptxas refuses after minutes.
 
-    Returns (cfg of the first, {pathology name: BuildResult}).
+    Returns (cfg of the first, {pathology name: BuildResult}, {pathology name: why it is
+    declared not applicable}).
     """
     from ablate.build.compile import build
     from ablate.job.job import make_job
 
     cfgs = {n: plugins.compose(plugin.name, [f"pathology={n}", *overrides], kernel_path) for n in names}
     jobs = {n: make_job(c) for n, c in cfgs.items()}
+    declared = {n: "; ".join(j.opted_out.values()) for n, j in jobs.items() if j.opted_out}
+    built = [n for n in names if n not in declared]
     cfg = cfgs[names[0]]
-    results = build([j.variant for j in jobs.values()], cfg.build, plugin, ROOT)
-    return cfg, {n: results[jobs[n].variant.name] for n in names}
+    results = build([jobs[n].variant for n in built], cfg.build, plugin, ROOT) if built else {}
+    return cfg, {n: results[jobs[n].variant.name] for n in built}, declared
 
 
 def sanitize_one(sanitizer, tool, lib, kernel_dir, case, timeout_s):
@@ -204,12 +210,13 @@ def sanitize_one(sanitizer, tool, lib, kernel_dir, case, timeout_s):
     cmd += [sys.executable, "-m", "ablate.tools.sanitize", "--drive", str(lib), str(kernel_dir), str(work)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    start = time.monotonic()
     try:
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        return [f"timed out after {timeout_s} s"], work
-    return findings(proc.returncode, proc.stdout + proc.stderr), work
+        return [f"timed out after {timeout_s} s"], work, timeout_s
+    return findings(proc.returncode, proc.stdout + proc.stderr), work, time.monotonic() - start
 
 
 def findings(returncode, output):
@@ -267,12 +274,13 @@ def run(args):
         raise SystemExit(f"unknown pathology {missing} of kernel {plugin.name}; choose from {known}")
 
     check_device()
+    print(f"building {len(names)} variants of {plugin.name} ...", file=sys.stderr, flush=True)
     from hydra.errors import HydraException
     from ablate.build.compile import BuildError, unavailable
     if why := unavailable(plugin):
         raise SystemExit(why)
     try:
-        _, builds = build_pathologies(plugin, names, overrides, kernel_path)
+        _, builds, declared = build_pathologies(plugin, names, overrides, kernel_path)
     except HydraException as e:
         raise SystemExit(f"cannot compose the config (check --override): {e}")
     except ValueError as e:  # a VariantError, or another setting a job refuses
@@ -289,7 +297,7 @@ def run(args):
             cases[i] = (shape, folder, write_case(spec, shape, i, folder))
         jobs = {}
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            for name in names:
+            for name in builds:
                 b = builds[name]
                 if b.status != "built":
                     for tool in tools:
@@ -299,17 +307,25 @@ def run(args):
                     for i, (shape, folder, _) in cases.items():
                         jobs[(name, tool, i)] = pool.submit(sanitize_one, sanitizer, tool, b.lib,
                                                             plugin.dir, folder, args.timeout)
-            for (name, tool, i), job in jobs.items():
+            which = {job: key for key, job in jobs.items()}
+            for done, job in enumerate(as_completed(which), 1):
+                name, tool, i = which[job]
                 shape, _, tensors = cases[i]
-                problems, work = job.result()
+                problems, work, seconds = job.result()
                 if not problems:
                     problems = check_case(spec, tensors, work, shape)
                 if problems:
                     results[name][tool].append((plugin.label(shape), problems))
-    print(report(names, tools, results))
-    bad = [n for n in names if any(results[n][t] for t in tools)]
-    print(f"\n{len(names) - len(bad)} of {len(names)} {plugin.name} variants clean under {', '.join(tools)}"
+                # a line as each finishes: a sweep of CUTLASS variants under racecheck runs for minutes
+                print(f"[{done}/{len(jobs)}] {name} / {tool} / {plugin.label(shape)}: "
+                      f"{'errors' if problems else 'clean'} ({seconds:.0f} s)", file=sys.stderr, flush=True)
+    checked = [n for n in names if n not in declared]
+    print(report(checked, tools, results))
+    bad = [n for n in checked if any(results[n][t] for t in tools)]
+    print(f"\n{len(checked) - len(bad)} of {len(checked)} {plugin.name} variants clean under {', '.join(tools)}"
           + (f"; errors in: {', '.join(bad)}" if bad else ""))
+    for name, why in declared.items():
+        print(f"not run: {name}, which kernel {plugin.name} declares not applicable: {why}")
     return 1 if bad else 0
 
 
