@@ -9,7 +9,7 @@ bound by name: a, b, c are the tensors, M, N, K and the strides come from PARAMS
 """
 TRITON = "base/matmul.py:matmul_kernel"
 META = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "USE_TMA": True, "TMA_STORE": True,
-        "num_warps": 8, "num_stages": 3}
+        "PERSISTENT": True, "NUM_SMS": 132, "num_warps": 8, "num_stages": 3}
 INSTANCES = {"fp16": {"m": 256, "n": 256, "k": 256, "dtype": "fp16"},
              "bf16": {"m": 256, "n": 256, "k": 256, "dtype": "bf16"}}
 WORK = "fp16_tensor"  # the H100's BF16 tensor-core rate is the FP16 one
@@ -25,8 +25,11 @@ SANITIZE_SHAPES = [{"m": 256, "n": 384, "k": 208, "dtype": "fp16"}, {"m": 256, "
 
 
 def grid(shape, meta):
-    """One program per output tile."""
-    return (-(-shape["m"] // meta["BLOCK_M"]) * -(-shape["n"] // meta["BLOCK_N"]),)
+    """One program per output tile; PERSISTENT: NUM_SMS programs (the H100 SXM's 132 SMs, a
+    constant so that Triton fuses the kernel's loops; right on any GPU, one wave only where it
+    has that many SMs), fewer when there are fewer tiles, each looping over its share."""
+    tiles = -(-shape["m"] // meta["BLOCK_M"]) * -(-shape["n"] // meta["BLOCK_N"])
+    return (min(tiles, meta["NUM_SMS"]),) if meta["PERSISTENT"] else (tiles,)
 
 
 def label(shape):
