@@ -119,6 +119,28 @@ def _sass_reader(results):
     return sass_of
 
 
+def loaded_pathologies(kernel, names):
+    """{pathology name: the variant loaded to run} (a Kernel, or a TritonKernel for a Triton
+    plugin): each of `names` composed as a run composes it, all built in one build into the
+    project's build folder (the one a sweep uses, so a sweep run before reuses them); a variant
+    that fails to build fails the test that asked, with its log."""
+    from ablate.build.compile import build
+    from ablate.build.library import load
+    from ablate.job import plugins
+    from ablate.job.variant import variant_from_cfg
+
+    plugin = plugins.load(kernel)
+    cfgs = {n: plugins.compose(kernel, [f"pathology={n}"]) for n in names}
+    variants = {n: variant_from_cfg(c.pathology, plugin.dir) for n, c in cfgs.items()}
+    results = build(list(variants.values()), cfgs[names[0]].build, plugin, ROOT)
+    loaded = {}
+    for name, variant in variants.items():
+        result = results[variant.name]
+        assert result.ok, f"{name} failed to build:\n{result.log}"
+        loaded[name] = load(result.lib, plugin.spec)
+    return loaded
+
+
 @pytest.fixture(scope="session")
 def built_kernels(tmp_path_factory):
     return every_variant(tmp_path_factory)

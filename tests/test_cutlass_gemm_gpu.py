@@ -6,7 +6,6 @@ split of few tiles over many SMs; launches on a side stream and in a CUDA graph;
 refusals: n or k not a multiple of 8, by the shape's validation (naming the field) and by
 the ABI (cudaErrorInvalidValue, nothing written)."""
 import zlib
-from pathlib import Path
 
 import pytest
 
@@ -14,9 +13,9 @@ torch = pytest.importorskip("torch")
 
 from ablate.job import plugins  # noqa: E402
 from ablate.gpu.check import compare, poisoned_inputs  # noqa: E402
-from ablate.build.library import Kernel, KernelError  # noqa: E402
+from ablate.build.library import KernelError  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import loaded_pathologies  # noqa: E402
 GEMM = plugins.load("cutlass_gemm")
 SPEC = GEMM.spec
 # Its own pathologies (the generic ones are tested for every kernel in test_generic_gpu).
@@ -32,20 +31,11 @@ pytestmark = pytest.mark.gpu
 @pytest.fixture(scope="session")
 def kernels():
     """name -> Kernel: the base and every pathology built once, in one ninja run."""
-    from ablate.build.compile import build, unavailable
-    from ablate.job.variant import variant_from_cfg
+    from ablate.build.compile import unavailable
 
     if why := unavailable(GEMM):
         pytest.skip(why)
-    cfgs = {n: plugins.compose("cutlass_gemm", [f"pathology={n}"]) for n in PATHOLOGIES}
-    variants = {n: variant_from_cfg(c.pathology, GEMM.dir) for n, c in cfgs.items()}
-    results = build(list(variants.values()), cfgs["none"].build, GEMM, ROOT)
-    loaded = {}
-    for name, variant in variants.items():
-        result = results[variant.name]
-        assert result.ok, f"{name} failed to build:\n{result.log}"
-        loaded[name] = Kernel(result.lib, SPEC)
-    return loaded
+    return loaded_pathologies("cutlass_gemm", PATHOLOGIES)
 
 
 def seed_of(request):

@@ -4,7 +4,6 @@ launch, both dtypes, odd row counts and hidden sizes from 8 to 16384 (every laun
 its edges, and both the few-rows and the many-rows instance); plus bitwise determinism,
 launches on a non-default stream and in a CUDA graph, and the ABI's refusals."""
 import zlib
-from pathlib import Path
 
 import pytest
 
@@ -12,9 +11,9 @@ torch = pytest.importorskip("torch")
 
 from ablate.job import plugins  # noqa: E402
 from ablate.gpu.check import compare  # noqa: E402
-from ablate.build.library import Kernel, KernelError  # noqa: E402
+from ablate.build.library import KernelError  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import loaded_pathologies  # noqa: E402
 RMSNORM = plugins.load("rmsnorm")
 SPEC = RMSNORM.spec
 PATHOLOGIES = sorted(RMSNORM.options("pathology"), key=lambda n: n != "none")  # the base first
@@ -32,18 +31,7 @@ pytestmark = pytest.mark.gpu
 @pytest.fixture(scope="session")
 def kernels():
     """name -> Kernel: the base and every pathology built once, in one ninja run."""
-    from ablate.build.compile import build
-    from ablate.job.variant import variant_from_cfg
-
-    cfgs = {n: plugins.compose("rmsnorm", [f"pathology={n}"]) for n in PATHOLOGIES}
-    variants = {n: variant_from_cfg(c.pathology, RMSNORM.dir) for n, c in cfgs.items()}
-    results = build(list(variants.values()), cfgs["none"].build, RMSNORM, ROOT)
-    loaded = {}
-    for name, variant in variants.items():
-        result = results[variant.name]
-        assert result.ok, f"{name} failed to build:\n{result.log}"
-        loaded[name] = Kernel(result.lib, SPEC)
-    return loaded
+    return loaded_pathologies("rmsnorm", PATHOLOGIES)
 
 
 def seed_of(request):

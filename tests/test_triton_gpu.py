@@ -2,18 +2,16 @@
 through Triton's driver) against the spec's FP32 reference on fresh inputs, outputs poisoned
 with NaN, both dtypes, with partial tiles and a K tail, and at a shipped shape; plus a launch
 captured in a CUDA graph and replayed, as the timing does."""
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("triton", reason="triton is not installed")
 torch = pytest.importorskip("torch")
 
-from ablate.build.library import load  # noqa: E402
 from ablate.gpu.check import check, compare, poisoned_inputs  # noqa: E402
 from ablate.job import plugins  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import loaded_pathologies  # noqa: E402
 MATMUL = plugins.load("matmul_triton")
 PATHOLOGIES = sorted(MATMUL.options("pathology"), key=lambda n: n != "none")  # the base first
 SHAPES = [*MATMUL.spec.SANITIZE_SHAPES, {"m": 4096, "n": 4096, "k": 4096, "dtype": "bf16"},
@@ -25,15 +23,7 @@ pytestmark = pytest.mark.gpu
 @pytest.fixture(scope="module")
 def kernels():
     """name -> TritonKernel: the base and every pathology, built for this GPU."""
-    from ablate.build.compile import build
-    from ablate.job.variant import variant_from_cfg
-
-    cfgs = {n: plugins.compose("matmul_triton", [f"pathology={n}"]) for n in PATHOLOGIES}
-    variants = {n: variant_from_cfg(c.pathology, MATMUL.dir) for n, c in cfgs.items()}
-    results = build(list(variants.values()), cfgs["none"].build, MATMUL, ROOT)
-    for name, r in results.items():
-        assert r.ok, f"{name}: {r.log}"
-    return {n: load(results[v.name].lib, MATMUL.spec) for n, v in variants.items()}
+    return loaded_pathologies("matmul_triton", PATHOLOGIES)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=MATMUL.spec.label)
