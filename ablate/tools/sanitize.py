@@ -274,7 +274,8 @@ def run(args):
         raise SystemExit(f"unknown pathology {missing} of kernel {plugin.name}; choose from {known}")
 
     check_device()
-    print(f"building {len(names)} variants of {plugin.name} ...", file=sys.stderr, flush=True)
+    print(f"building the variants of {plugin.name} (those it declares not applicable left out) ...",
+          file=sys.stderr, flush=True)
     from hydra.errors import HydraException
     from ablate.build.compile import BuildError, unavailable
     if why := unavailable(plugin):
