@@ -121,24 +121,18 @@ def _sass_reader(results):
 
 def loaded_pathologies(kernel, names):
     """{pathology name: the variant loaded to run} (a Kernel, or a TritonKernel for a Triton
-    plugin): each of `names` composed as a run composes it, all built in one build into the
-    project's build folder (the one a sweep uses, so a sweep run before reuses them); a variant
-    that fails to build fails the test that asked, with its log."""
-    from ablate.build.compile import build
+    plugin): each of `names` composed and built as the sanitizer builds them (one build, into
+    the project's build folder, which a sweep run before has filled); a variant that fails to
+    build fails the test that asked, with its log."""
     from ablate.build.library import load
     from ablate.job import plugins
-    from ablate.job.variant import variant_from_cfg
+    from ablate.tools.sanitize import build_pathologies
 
     plugin = plugins.load(kernel)
-    cfgs = {n: plugins.compose(kernel, [f"pathology={n}"]) for n in names}
-    variants = {n: variant_from_cfg(c.pathology, plugin.dir) for n, c in cfgs.items()}
-    results = build(list(variants.values()), cfgs[names[0]].build, plugin, ROOT)
-    loaded = {}
-    for name, variant in variants.items():
-        result = results[variant.name]
+    _, results, _ = build_pathologies(plugin, names)
+    for name, result in results.items():
         assert result.ok, f"{name} failed to build:\n{result.log}"
-        loaded[name] = load(result.lib, plugin.spec)
-    return loaded
+    return {name: load(result.lib, plugin.spec) for name, result in results.items()}
 
 
 @pytest.fixture(scope="session")

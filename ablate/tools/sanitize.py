@@ -320,7 +320,7 @@ def run(args):
                 # a line as each finishes: a sweep of CUTLASS variants under racecheck runs for minutes
                 print(f"[{done}/{len(jobs)}] {name} / {tool} / {plugin.label(shape)}: "
                       f"{'errors' if problems else 'clean'} ({seconds:.0f} s)", file=sys.stderr, flush=True)
-    checked = [n for n in names if n not in declared]
+    checked = list(builds)  # the names less the declared ones, in their order
     print(report(checked, tools, results))
     bad = [n for n in checked if any(results[n][t] for t in tools)]
     print(f"\n{len(checked) - len(bad)} of {len(checked)} {plugin.name} variants clean under {', '.join(tools)}"
