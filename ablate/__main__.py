@@ -62,6 +62,10 @@ def main(cfg):
     from ablate.sweep import tracking
 
     job = validated(cfg)
+    if HydraConfig.get().mode == RunMode.RUN and job.mode != "gpu":  # started by cli(), not needed
+        from ablate.gpu.worker import stop_worker
+
+        stop_worker(grace=0)
     if not parent_run_id():  # a sweep's callback checked the store before anything was built
         try:
             tracking.check_store(cfg)
@@ -130,7 +134,23 @@ def cli(argv=None):
     except plugins.PluginError as e:
         sys.exit(f"ablate: {e}")
     sys.argv = [sys.argv[0], *argv]  # what Hydra's main reads
+    if may_time_here(argv):
+        from ablate.gpu.worker import prestart_worker
+
+        prestart_worker()  # its python, torch and CUDA start while Hydra composes (stopped where it will not time)
     main()
+
+
+def may_time_here(argv) -> bool:
+    """Whether this command line may time jobs in this process, as far as it says before Hydra
+    composes anything: no Hydra flag (--help, --cfg, -c...: nothing runs), no mode but gpu, no
+    launcher chosen (another launcher times in other processes). The GPU child then starts
+    at once; where the composed config says otherwise, it is stopped before it is used
+    (main, SweepSetup.on_multirun_start). On the H100 the child takes ~9 s to be ready,
+    and the parent ~7 s to reach its first job: docs/benchmarks.md, "Sweep speed"."""
+    if any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
+        return False
+    return not any(a.lstrip("+~").startswith(("mode=", "hydra/launcher=")) and a != "mode=gpu" for a in argv)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,20 @@ def run_job(job) -> Result:
     return out.add(params, artifacts=artifacts)
 
 
+def timed_wire(job, builds) -> dict | None:
+    """The spec run_job will hand the GPU worker for `job`, its variants built as in `builds`
+    ({name: BuildResult}, the sweep's one build), or None where run_job stops before timing:
+    the same checks, in its order. The sweep sends each such spec ahead of its job
+    (ablate/gpu/worker.py, plan_ahead); a guess that is wrong costs time, never a result,
+    since the worker times a spec sent ahead only for the job that brings that very spec."""
+    base, var = builds.get(job.base.name), builds.get(job.variant.name)
+    if job.opted_out or base is None or var is None or not (base.ok and var.ok):
+        return None
+    if not_applicable(job.variant, base, var) or effective_mode(job.mode, job.plugin) != "gpu":
+        return None
+    return job.wire(base.lib, var.lib)
+
+
 def not_applicable(variant, base, var) -> str | None:
     """Why a variant of generic pathologies only (conf/generic/) does not apply to the kernel:
     its machine code equals the base's, so there is nothing to measure (each pathology's

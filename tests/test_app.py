@@ -150,3 +150,59 @@ def test_throttle_reasons_decoded():
     assert gpu_state.decode_throttle(0) == []
     assert gpu_state.decode_throttle(0x4 | 0x40) == ["sw_power_cap", "hw_thermal_slowdown"]
     assert gpu_state.decode_throttle(0x1 | 0x2000) == ["gpu_idle", "unknown_0x2000"]
+
+
+@pytest.mark.parametrize("argv, may", [
+    (["-m", "pathology=glob(*)", "shape=s512"], True),
+    (["pathology=scalar_loads"], True),
+    ([], True),
+    (["-m", "mode=gpu", "pathology=none"], True),
+    (["-m", "pathology=glob(*)", "mode=static"], False),
+    (["-m", "mode=gpu,static"], False),
+    (["-m", "hydra/launcher=gpus", "pathology=glob(*)"], False),
+    (["--help"], False),
+    (["--cfg", "job"], False),
+    (["-c", "job"], False),
+])
+def test_the_gpu_child_starts_before_hydra_only_where_this_process_may_time(argv, may):
+    from ablate.__main__ import may_time_here
+
+    assert may_time_here(argv) == may
+
+
+def test_cli_starts_the_gpu_child_on_its_guess_before_hydra(monkeypatch):
+    import ablate.__main__ as app
+    from ablate.gpu import worker
+
+    calls = []
+    monkeypatch.setattr(worker, "prestart_worker", lambda: calls.append("started"))
+    monkeypatch.setattr(app, "main", lambda: calls.append("hydra"))
+    monkeypatch.setattr(sys, "argv", ["ablate"])
+    app.cli(["-m", "pathology=glob(*)", "shape=s512"])
+    assert calls == ["started", "hydra"]
+    calls.clear()
+    app.cli(["-m", "pathology=glob(*)", "mode=static"])
+    assert calls == ["hydra"]
+
+
+def test_timed_wire_is_the_spec_run_job_sends_and_none_where_it_stops_before(monkeypatch):
+    """The plan of specs sent ahead (ablate/gpu/worker.py) holds exactly the jobs run_job
+    hands to the GPU worker, each with the spec it will send."""
+    from types import SimpleNamespace
+
+    from ablate import pipeline
+    from ablate.job import plugins
+    from ablate.job.job import make_job
+
+    job = make_job(plugins.compose("attention", ["pathology=scalar_loads", "shape=s512"]))
+    built = {job.base.name: SimpleNamespace(ok=True, lib=Path("/b/base.so")),
+             job.variant.name: SimpleNamespace(ok=True, lib=Path("/b/var.so"))}
+    monkeypatch.setattr(pipeline, "effective_mode", lambda mode, plugin=None: mode)
+    wire = pipeline.timed_wire(job, built)
+    assert wire == job.wire(Path("/b/base.so"), Path("/b/var.so"))
+    assert wire["variant_so"] == "/b/var.so" and wire["base_so"] == "/b/base.so"
+    failed = {**built, job.variant.name: SimpleNamespace(ok=False, lib=Path("/b/var.so"))}
+    assert pipeline.timed_wire(job, failed) is None  # build_failed: never timed
+    assert pipeline.timed_wire(job, {job.base.name: built[job.base.name]}) is None  # not built at all
+    monkeypatch.setattr(pipeline, "effective_mode", lambda mode, plugin=None: "static")
+    assert pipeline.timed_wire(job, built) is None  # no GPU: static, never timed

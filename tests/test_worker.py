@@ -39,7 +39,12 @@ def stub(spec):
     elif do == "noise":  # a print, and a C library writing to fd 1: neither reaches the protocol
         print(f"print noise {spec['tag']}")
         os.write(1, f"fd1 noise {spec['tag']}\n".encode())
-    return result(spec.get("status", "ok"), params={"served_by": os.getpid()}, metrics={"x": 1.0})
+    began = time.time()
+    if do == "stamp":  # when it began (the wall clock the parent reads too), then its work
+        print(f"stamp {spec['tag']}", flush=True)
+        time.sleep(spec.get("s", 0))
+    return result(spec.get("status", "ok"), params={"served_by": os.getpid(), "began": began,
+                                                    "tag": spec.get("tag", "")}, metrics={"x": 1.0})
 
 
 def alive(pid):
@@ -177,3 +182,111 @@ def test_usage():
     proc = subprocess.run([sys.executable, "-m", "ablate.gpu.worker", "spec.json", "result.json"], cwd=ROOT,
                           capture_output=True, text=True, timeout=LONG)
     assert proc.returncode == 1 and "usage: python -m ablate.gpu.worker --serve" in proc.stderr
+
+
+# ---- specs sent ahead (a sweep's plan) ----------------------------------------------------
+
+def stamp(tag, s=0.0):
+    return {"do": "stamp", "tag": tag, "s": s}
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_a_spec_sent_ahead_is_begun_before_its_job_asks(w, ahead):
+    """With the next spec sent behind this one, the child starts it as soon as it has answered:
+    the next job finds its work begun (without, it begins when asked)."""
+    first = w.run(stamp("a"), LONG, then=stamp("b") if ahead else None)
+    time.sleep(1.0)  # the parent records the job, composes the next
+    asked = time.time()
+    second = w.run(stamp("b"), LONG)
+    assert first.params["tag"] == "a" and second.params["tag"] == "b" and second.status == "ok"
+    assert second.params["worker_pid"] == first.params["worker_pid"]
+    assert (second.params["began"] < asked - 0.5) == ahead
+    assert not w.sent
+
+
+def test_each_job_sent_ahead_gets_its_own_log(w):
+    one = w.run({"do": "noise", "tag": "one"}, LONG, then={"do": "noise", "tag": "two"})
+    time.sleep(0.5)  # the second has printed by now
+    two = w.run({"do": "noise", "tag": "two"}, LONG)
+    assert "print noise one" in one.artifacts["worker.log"] and "two" not in one.artifacts["worker.log"]
+    assert "print noise two" in two.artifacts["worker.log"] and "one" not in two.artifacts["worker.log"]
+
+
+def test_two_answers_read_at_once_go_each_to_its_job(w):
+    w.run(stamp("warm"), LONG)
+    w._send(stamp("a"))
+    w._send(stamp("b"))
+    time.sleep(1.0)  # both answered: one read gets both lines
+    assert [w.run(stamp(t), LONG).params["tag"] for t in ("a", "b")] == ["a", "b"]
+
+
+def test_a_spec_sent_ahead_for_another_job_is_answered_and_dropped(w):
+    """The plan guessed wrong (the next job stopped before timing): the job that comes gets
+    its own answer, after the one sent ahead finished in the same child."""
+    first = w.run(stamp("a"), LONG, then=stamp("b", 0.5))
+    other = w.run(stamp("c"), LONG)
+    assert other.params["tag"] == "c" and "stamp c" in other.artifacts["worker.log"]
+    assert "stamp b" not in other.artifacts["worker.log"]
+    assert other.params["worker_pid"] == first.params["worker_pid"] and not w.sent
+
+
+def test_a_crash_loses_what_was_sent_ahead_and_its_job_runs_it_on_a_fresh_child(w):
+    crashed = w.run({"do": "raise"}, LONG, then=stamp("b"))
+    assert crashed.status == "crashed" and not w.sent
+    again = w.run(stamp("b"), LONG)
+    assert again.status == "ok" and again.params["tag"] == "b"
+    assert again.params["worker_pid"] != crashed.params["worker_pid"]
+
+
+@pytest.mark.parametrize("work_s, status", [(4.0, "timeout"), (0.5, "ok")])
+def test_the_deadline_of_a_spec_sent_ahead_counts_from_when_the_child_began_it(w, work_s, status):
+    w.run(stamp("a"), LONG, then=stamp("b", work_s))
+    time.sleep(1.0)  # b runs meanwhile
+    asked = time.monotonic()
+    out = w.run(stamp("b", work_s), 2.0)
+    assert out.status == status
+    if status == "timeout":  # 2 s after b began, not after the ask
+        assert time.monotonic() - asked < 1.8
+
+
+def test_the_plan_sends_each_next_spec_and_holds_the_gpu_meanwhile(tmp_path, monkeypatch):
+    """run_worker sends the planned next spec behind its own and keeps the GPU claimed while
+    the child works on it; the last job of the plan lets the GPU go."""
+    from ablate.gpu import gpus
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi: one stand-in GPU below
+    gpu = gpus.Gpu("0", "GPU-test", "stand-in")
+    monkeypatch.setattr(gpus, "visible", lambda: [gpu])
+    monkeypatch.setenv(gpus.LOCK_DIR_ENV, str(tmp_path / "locks"))
+    monkeypatch.setattr(worker, "_worker", Worker(handler=STUB))
+
+    def free():
+        fd = gpus._try_lock(gpu, gpus.lock_dir())
+        if fd is not None:
+            os.close(fd)
+        return fd is not None
+
+    try:
+        specs = [stamp("a"), stamp("b"), stamp("c")]
+        worker.plan_ahead(specs)
+        assert worker.run_worker(specs[0], LONG).params["tag"] == "a"
+        assert worker._worker.sent == [specs[1]] and not free()
+        assert worker.run_worker(specs[1], LONG).params["tag"] == "b"
+        assert worker._worker.sent == [specs[2]] and not free()
+        assert worker.run_worker(specs[2], LONG).params["tag"] == "c"
+        assert worker._worker.sent == [] and free()
+        assert worker.run_worker(stamp("d"), LONG).params["tag"] == "d"  # not planned: nothing ahead
+        assert worker._worker.sent == [] and free()
+    finally:
+        worker.stop_worker(grace=0)
+    assert worker._plan == [] and worker._held is None
+
+
+def test_a_child_never_sent_a_spec_is_not_waited_for(w):
+    """Started on a guess (cli(), before Hydra composed) and not needed: killed at once, even
+    while it is still starting and not reading its stdin."""
+    w.command = [sys.executable, "-c", "import time; time.sleep(30)"]
+    w._start()
+    tic = time.monotonic()
+    w.stop(grace=10)
+    assert time.monotonic() - tic < 5 and w.proc is None

@@ -7,13 +7,16 @@ serves the jobs of a sweep in turn:
 
     python -m ablate.gpu.worker --serve [MODULE:FUNCTION]
 
-reads one JSON spec per line on stdin and answers one JSON result per line on a private copy
-of its stdout (everything else it prints goes to stderr, a file the parent slices per job
-into the job's `worker.log`). The parent waits up to `bench.timeout_s` for the answer and
-turns what happened into the job's result dict: `timeout` (the child's group is killed),
-`crashed` (it died, or reported an error: it then exits, since the context may be poisoned),
-`incorrect` (base or variant failed the correctness gate; not timed) or `ok` with the timing
-statistics. After `timeout` or `crashed` the next job starts a fresh child; after `ok` or
+reads one JSON spec per line on stdin and answers one JSON result per line, in order, on a
+private copy of its stdout (everything else it prints goes to stderr, a file the parent slices
+per job into the job's `worker.log`: each answer says where its job's output ends,
+`log_end`). A sweep sends the next job's spec before it reads this one's answer (plan_ahead),
+so the child goes from one job to the next without waiting for the parent. The parent waits
+up to `bench.timeout_s` from when the child began the job for its answer and turns what
+happened into the job's result dict: `timeout` (the child's group is killed), `crashed` (it
+died, or reported an error: it then exits, since the context may be poisoned), `incorrect`
+(base or variant failed the correctness gate; not timed) or `ok` with the timing
+statistics; a spec sent ahead and lost with the child is sent again to the next one. After `timeout` or `crashed` the next job starts a fresh child; after `ok` or
 `incorrect` the same child serves it (its pid is the param `worker_pid`). The child ends at
 the end of the sweep (`stop_worker`, and atexit), on EOF on stdin, or with the parent.
 
@@ -32,6 +35,7 @@ import json
 import os
 import select
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -54,28 +58,24 @@ def _describe_exit(code):
     return f"exit code {code}"
 
 
-def _read_line(fd, deadline):
-    """One line from fd by the deadline: the bytes, b"" at EOF (the child died), None on timeout."""
-    data = b""
-    while not data.endswith(b"\n"):
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            return None
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            return b""
-        data += chunk
-    return data
-
-
 class Worker:
     """The parent's handle on one child at a time; `handler` (MODULE:FUNCTION) replaces the
-    GPU job in tests."""
+    GPU job in tests.
+
+    Specs may be sent ahead: `run(spec, timeout_s, then=next_spec)` writes the next job's spec
+    too, so the child starts it the moment it answers this one, while the parent records this
+    job and works out the next (a sweep's plan: plan_ahead). The child answers in order; each
+    answer carries where its output ends in the log (`log_end`), so each job's log is its own."""
 
     def __init__(self, handler=None):
         self.command = [sys.executable, "-m", "ablate.gpu.worker", "--serve", *([handler] if handler else [])]
         self.proc = self.log = None
         self.gpu = None  # the gpus.Gpu the child is pinned to (None: whatever this process sees)
+        self.sent = []  # specs written to the child and not yet answered, oldest first
+        self.began = 0.0  # when the child began sent[0] (its deadline counts from there)
+        self.log_at = 0  # where the output of the next answer begins in the log
+        self.used = False  # a spec was written to this child
+        self._buffer = b""  # read past the last answer's line
 
     def _start(self):
         # One anonymous file takes all the child's output; each job reads its own slice.
@@ -84,40 +84,85 @@ class Worker:
         # Own session: on timeout the whole group is killed, whatever it started.
         self.proc = subprocess.Popen(self.command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, start_new_session=True, env=env)
+        self.sent, self.log_at, self.used, self._buffer = [], 0, False, b""
 
     def stop(self, grace=0.0):
-        """End the child: EOF on its stdin, `grace` seconds to exit, then its group is killed.
-        Its exit code (None when there was none)."""
+        """End the child: EOF on its stdin, `grace` seconds to exit, then its group is killed
+        (at once when it was never sent a spec: it may still be starting, and nothing of it
+        is waited for). Its exit code (None when there was none). What was sent ahead is lost."""
         proc, self.proc = self.proc, None
+        self.sent = []
         if proc is None:
             return None
         with contextlib.suppress(OSError):
             proc.stdin.close()
         try:
-            proc.wait(timeout=grace)
+            proc.wait(timeout=grace if self.used else 0)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         proc.stdout.close()
         return proc.returncode
 
-    def run(self, spec, timeout_s):
-        """The job's result dict. A timeout or a crash ends the child; the next job starts a fresh one."""
+    def _send(self, spec):
+        try:
+            self.proc.stdin.write(json.dumps(spec).encode() + b"\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # it died while idle: the read of its answer sees EOF and says how
+        if not self.sent:
+            self.began = time.monotonic()
+        self.sent.append(spec)
+        self.used = True
+
+    def _line(self, deadline):
+        """The child's next answer line by the deadline: the bytes, b"" at EOF (it died), None
+        on timeout. Two answers may arrive in one read: the rest waits for the next call."""
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return b""
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+    def run(self, spec, timeout_s, then=None):
+        """The job's result dict. A timeout or a crash ends the child; the next job starts a
+        fresh one. `then`: the spec the next job is expected to bring, sent now behind this
+        one; a run whose spec is not the one sent ahead first waits for that answer and
+        drops it (correct, only slower)."""
         if self.proc is None or self.proc.poll() is not None:
             self.stop()
             self._start()
-        proc, start = self.proc, os.fstat(self.log.fileno()).st_size
-        try:
-            proc.stdin.write(json.dumps(spec).encode() + b"\n")
-            proc.stdin.flush()
-        except BrokenPipeError:
-            pass  # it died while idle: the read below sees EOF and says how
-        line = _read_line(proc.stdout.fileno(), time.monotonic() + timeout_s)
-        out = Result.from_dict(json.loads(line)) if line else None
+        while self.sent and self.sent[0] != spec:
+            self._answer(timeout_s)  # not this job's: dropped (a timeout or crash ends the child)
+        if self.proc is None:
+            self._start()
+        if not self.sent:
+            self._send(spec)
+        if then is not None and len(self.sent) == 1:
+            self._send(then)
+        return self._answer(timeout_s)
+
+    def _answer(self, timeout_s):
+        """The answer to sent[0], its deadline `timeout_s` after the child began it."""
+        proc = self.proc
+        line = self._line(self.began + timeout_s)
+        self.sent.pop(0)
+        self.began = time.monotonic()  # the child goes on with the next spec sent, if any
+        answer = json.loads(line) if line else None
+        end = answer.pop("log_end", None) if answer else None
+        out = Result.from_dict(answer) if answer else None
         if out is None or out.status == "crashed":
             code = self.stop(grace=0 if line is None else 10)  # a crashed child exits by itself
         log = self.log
-        output = os.pread(log.fileno(), os.fstat(log.fileno()).st_size - start, start).decode(errors="replace")
+        end = os.fstat(log.fileno()).st_size if end is None else end
+        output = os.pread(log.fileno(), max(end - self.log_at, 0), self.log_at).decode(errors="replace")
+        self.log_at = end
         params, artifacts = {"worker_pid": proc.pid}, {"worker.log": output}
         if line is None:
             return Result("timeout", params, artifacts=artifacts,
@@ -131,28 +176,67 @@ class Worker:
 
 _worker = None  # the child of this process's jobs (Hydra's basic launcher runs a sweep in one process;
                 # a parallel launcher runs several such processes, each with its child)
+_plan = []  # the specs this process's next jobs will bring, in order (plan_ahead)
+_held = None  # (ExitStack, Gpu): the GPU claimed while the child has a spec sent ahead
+
+
+def plan_ahead(specs):
+    """The specs the sweep's next jobs will bring to run_worker, in job order (the sweep's
+    callback works them out once the variants are built: ablate/pipeline.py, timed_wire).
+    Each job then sends the next one's spec behind its own, so that the GPU is never idle
+    while the parent records a job and composes the next (~0.2-0.3 s a job on the H100's
+    host: docs/benchmarks.md, "Sweep speed"). Only for jobs that run in this process one
+    after another (Hydra's basic launcher), and never with counters (ncu would then profile
+    one job while the child times the next). `plan_ahead([])` ends it."""
+    global _plan
+    _plan = list(specs)
+
+
+def _next_planned(spec):
+    """The spec planned after `spec` (None: none, or `spec` is not in the plan); the plan
+    is used up to it."""
+    global _plan
+    if spec not in _plan:
+        return None
+    _plan = _plan[_plan.index(spec) + 1:]
+    return _plan[0] if _plan else None
 
 
 def run_worker(spec, timeout_s):
     """Run the GPU half of a job in this process's child, started on first use, on a GPU that
     this job holds alone while it runs (gpus.claim: the child's own GPU when it is free; on
-    another, the child is replaced by one pinned to it)."""
+    another, the child is replaced by one pinned to it). While the child works on a spec
+    sent ahead (plan_ahead), the GPU stays claimed, so no other job times on it meanwhile."""
     from ablate.gpu import gpus
 
-    global _worker
+    global _worker, _held
     if _worker is None:
         _worker = Worker()
         atexit.register(stop_worker)
-    with gpus.claim(prefer=_worker.gpu) as gpu:
+    if _held is None:
+        stack = contextlib.ExitStack()
+        _held = (stack, stack.enter_context(gpus.claim(prefer=_worker.gpu)))
+    gpu = _held[1]
+    try:
         if gpu != _worker.gpu:
             _worker.stop(grace=10)
             _worker.gpu = gpu
-        out = _worker.run(spec, timeout_s)
+        out = _worker.run(spec, timeout_s, then=_next_planned(spec))
+    finally:
+        if not _worker.sent:
+            _release()
     if gpu is not None:  # the child's own reading of the UUID stands; nvidia-smi's where it has none
         out.params["gpu_index"] = gpu.index
         if gpu.uuid and out.params.get("gpu_uuid", "unknown") == "unknown":
             out.params["gpu_uuid"] = gpu.uuid
     return out
+
+
+def _release():
+    global _held
+    if _held is not None:
+        _held[0].close()
+        _held = None
 
 
 def prestart_worker():
@@ -178,9 +262,12 @@ def prestart_worker():
 
 def stop_worker(grace=10):
     """End the child (at the end of a sweep, and at exit): an idle child exits on EOF at once;
-    one still busy is killed after `grace` seconds."""
+    one still busy is killed after `grace` seconds, one never sent a spec at once. The plan
+    ends, and the GPU held for it is let go."""
+    plan_ahead([])
     if _worker is not None:
         _worker.stop(grace=grace)
+    _release()
 
 
 # ---- the child side ---------------------------------------------------------------------
@@ -389,6 +476,13 @@ def _answer(handler, spec):
         return Result("crashed", error=f"{type(e).__name__}: {text.splitlines()[0] if text else ''}".strip())
 
 
+def _log_end():
+    """{"log_end": where this job's output ends in the log}, the parent's slice of it (when
+    stderr is a file: the parent's; nothing otherwise)."""
+    st = os.fstat(2)
+    return {"log_end": st.st_size} if stat.S_ISREG(st.st_mode) else {}
+
+
 def serve(handler, warm=None):
     """Answer one JSON spec per line of stdin with one JSON result per line, until EOF or a
     crash. Answers go to a private copy of stdout; fd 1 then points at stderr, so nothing
@@ -410,7 +504,7 @@ def serve(handler, warm=None):
         out = _answer(handler, json.loads(line))
         sys.stderr.flush()  # the job's log is whole before the parent reads it
         out = out.to_dict() if isinstance(out, Result) else out  # a test's handler answers a dict
-        answers.write(json.dumps(out) + "\n")
+        answers.write(json.dumps({**out, **_log_end()}) + "\n")
         answers.flush()
         if out["status"] == "crashed":
             return 1  # the CUDA context may be poisoned: serve nothing more

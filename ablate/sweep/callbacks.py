@@ -3,6 +3,10 @@ job runs, open (then close) the sweep's parent MLflow run, draw the progress lin
 MLflow server when jobs log at the same time, and end the GPU child its jobs shared
 (ablate/gpu/worker.py).
 
+Once built, the jobs that will be timed in this process (Hydra's basic launcher) are handed
+to the GPU child's parent side as a plan (ablate/gpu/worker.py, plan_ahead): each job sends
+the next one's spec ahead of its own answer.
+
 Registered in conf/config.yaml under `hydra.callbacks`. on_multirun_start and
 on_multirun_end run in the launching process; on_job_start and on_job_end wherever the job
 runs (this process under Hydra's basic launcher; a worker process under the joblib launcher,
@@ -71,20 +75,20 @@ class SweepSetup(Callback):
 
     def on_multirun_start(self, config, **kwargs):
         early = str(config.get("mode")) == "gpu" and launcher_of(config) == "basic"
-        if early:
-            from ablate.gpu.worker import prestart_worker
+        from ablate.gpu.worker import prestart_worker, stop_worker
 
-            prestart_worker()  # its torch and CUDA start while the jobs are worked out and built
+        if early:
+            prestart_worker()  # its torch and CUDA start while the jobs are worked out and built (cli() may have)
+        else:
+            stop_worker(grace=0)  # cli() started one on a guess: these jobs time elsewhere, or not at all
         try:
-            self._start(config)
+            self._start(config, early)
         except BaseException:
             if early:  # stopped before its first job (bad input, say): the warming child is not waited for
-                from ablate.gpu.worker import stop_worker
-
                 stop_worker(grace=0)
             raise
 
-    def _start(self, config):
+    def _start(self, config, early):
         from ablate.build.compile import ARCH_ENV, build
         from ablate.sweep import tracking
         from ablate.sweep.design import jobs_of_sweep, variants_of_sweep
@@ -127,6 +131,11 @@ class SweepSetup(Callback):
             raise
         os.environ[ARCH_ENV] = next(iter(results.values())).arch  # the jobs' `auto`, probed once
         read_sass_ahead(jobs, variants, results)
+        if early and not any(job.bench.get("profile") for job in jobs):
+            from ablate.gpu.worker import plan_ahead
+            from ablate.pipeline import timed_wire
+
+            plan_ahead([w for w in (timed_wire(job, results) for job in jobs) if w is not None])
         failed = [name for name, r in results.items() if r.status != "built"]
         log.log(logging.WARNING if failed else logging.INFO, "built %d variants in %.1f s%s", len(results),
                 time.perf_counter() - tic,
