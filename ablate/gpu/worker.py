@@ -260,10 +260,12 @@ def prestart_worker():
     _worker._start()
 
 
-def stop_worker(grace=10):
-    """End the child (at the end of a sweep, and at exit): an idle child exits on EOF at once;
-    one still busy is killed after `grace` seconds, one never sent a spec at once. The plan
-    ends, and the GPU held for it is let go."""
+def stop_worker(grace=0):
+    """End the child (at the end of a sweep, and at exit): every answer wanted has been read,
+    so by default its group is killed at once rather than waited for while python, torch and
+    the CUDA context tear down (the sweep's last line to its exit: 2.0-2.3 s waited for, 1.3-1.8 s
+    after, on the H100: docs/benchmarks.md, "Sweep speed"); `grace` seconds to exit on EOF first
+    where asked. The plan ends, and the GPU held for it is let go."""
     plan_ahead([])
     if _worker is not None:
         _worker.stop(grace=grace)

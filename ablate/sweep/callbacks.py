@@ -197,7 +197,7 @@ class SweepSetup(Callback):
             log.info("%d jobs: %d ok, %d failed%s", self.progress.total, counts["ok"], counts["failed"],
                      f", {na} not applicable (generic pathologies that change nothing in this kernel)" if na else "")
             self.progress = None
-        stop_worker()  # the sweep's GPU child, kept across its jobs; atexit would do it later
+        stop_worker()  # the sweep's GPU child, kept across its jobs and idle now; atexit would do it later
         if self.run_id is not None:
             tracking.end_sweep(self.run_id, "FINISHED", config)
         self._stop_server()
