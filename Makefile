@@ -6,6 +6,7 @@ KERNEL ?=
 SHAPE ?=
 SWEEP ?=
 ARGS ?=
+TEST_JOBS ?= 2
 STORE ?= $(or $(MLFLOW_TRACKING_URI),sqlite:///runs/mlflow.db)
 CHOICES = $(if $(KERNEL),kernel=$(KERNEL)) $(if $(SHAPE),shape=$(SHAPE))
 
@@ -15,8 +16,8 @@ install:  ## torch (the CUDA build where there is a GPU, else the CPU one), then
 	$(PYTHON) tools/install_torch.py
 	$(PYTHON) -m pip install -e '.[dev]'
 
-test:  ## the test suite; GPU tests skip without CUDA
-	$(PYTHON) -m pytest -q
+test:  ## the test suite in TEST_JOBS processes (default 2); GPU tests skip without CUDA
+	$(PYTHON) -m pytest -q -n $(TEST_JOBS)
 
 sweep:  ## every pathology of the kernel against its base, timed (static without a GPU); GPUS=all: on every GPU of the host at once
 	$(PYTHON) -m ablate -m $(CHOICES) 'pathology=glob(*)' $(if $(filter all,$(GPUS)),hydra/launcher=gpus) $(ARGS)

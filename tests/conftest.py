@@ -1,6 +1,9 @@
 """Shared test set-up: the `gpu` marker (skipped without CUDA), the project root, MLflow
 stores in temporary folders, so that no test ever writes to the real runs/mlflow.db, and the
-session's build of every variant of every kernel (`built_kernels`; `built` is attention's)."""
+session's build of every variant of every kernel (`built_kernels`; `built` is attention's),
+kept in runs/build/tests between sessions and shared by the test processes of one (`make
+test` runs two: pytest-xdist; the build folder's lock makes the second wait for the first's
+compiles, then find them built)."""
 import os
 import shutil
 from pathlib import Path
@@ -61,22 +64,52 @@ def mlflow_store(tmp_path, monkeypatch):
 _session = {}
 
 
+BUILD_DIR_ENV = "ABLATE_TEST_BUILD_DIR"
+CALLS_ENV = "ABLATE_TEST_NVCC_CALLS"
+
+
+def session_build_dir() -> Path:
+    """Where the session builds every variant: kept from one run of the tests to the next
+    (runs/build/tests of this checkout, or ABLATE_TEST_BUILD_DIR), since a library is named
+    by the hash of what goes into it and rebuilt when a file its depfile names changes, as
+    in every sweep (ablate/build/compile.py). The first run of a checkout compiles all ~80
+    (~520 s on 2 cores: docs/benchmarks.md, "Sweep speed"); the next only what changed.
+    `make clean` empties it."""
+    return Path(os.environ.get(BUILD_DIR_ENV) or ROOT / "runs" / "build" / "tests")
+
+
+def _nvcc_wrapper(folder: Path) -> Path:
+    """nvcc through a script that counts this session's compiles (into the file CALLS_ENV
+    names: per session, so that sessions sharing the build dir count their own); the same
+    path and text every session, so that the compile commands, and the libraries' names,
+    are too."""
+    nvcc = folder / "nvcc"
+    text = ("#!/bin/sh\n"
+            f'case " $* " in *" --version "*) ;; *) [ -n "${CALLS_ENV}" ] && echo "$*" >> "${CALLS_ENV}" ;; esac\n'
+            f'exec "{shutil.which("nvcc")}" "$@"\n')
+    if not nvcc.is_file() or nvcc.read_text() != text:
+        tmp = nvcc.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        tmp.chmod(0o755)
+        tmp.replace(nvcc)
+    return nvcc
+
+
 def every_variant(tmp_path_factory):
     """{kernel: its build}: the base, every pathology and every calibration of each kernel,
-    and attention's test-only ones, built once per session through one nvcc wrapper, which counts compiles."""
+    and attention's test-only ones, built once per session (into session_build_dir, kept
+    between sessions) through one nvcc wrapper, which counts this session's compiles."""
     from ablate.job import plugins
     from ablate.build.compile import build
     from ablate.job.variant import VariantError, variant_from_cfg
 
     if "built" not in _session:
-        base = tmp_path_factory.mktemp("every_variant")
-        calls = base / "nvcc_calls"
+        base = session_build_dir()
+        base.mkdir(parents=True, exist_ok=True)
+        calls = tmp_path_factory.mktemp("every_variant") / "nvcc_calls"
         calls.touch()
-        nvcc = base / "nvcc"
-        nvcc.write_text("#!/bin/sh\n"
-                        f'case " $* " in *" --version "*) ;; *) echo "$*" >> "{calls}" ;; esac\n'
-                        f'exec "{shutil.which("nvcc")}" "$@"\n')
-        nvcc.chmod(0o755)
+        os.environ[CALLS_ENV] = str(calls)
+        nvcc = _nvcc_wrapper(base)
         cfg = OmegaConf.load(ROOT / "conf" / "config.yaml")
         # As many compiles at once as cores (ninja's default is 2 more): one of cutlass_gemm's
         # takes ~4.7 GB, and a CI machine of 2 cores has 24 GB.
