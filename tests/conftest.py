@@ -2,8 +2,8 @@
 stores in temporary folders, so that no test ever writes to the real runs/mlflow.db, and the
 session's build of every variant of every kernel (`built_kernels`; `built` is attention's),
 kept in runs/build/tests between sessions and shared by the test processes of one (`make
-test` runs two: pytest-xdist; the build folder's lock makes the second wait for the first's
-compiles, then find them built)."""
+test` runs two, pytest-xdist: the second to need it waits on the build folder's lock while
+the first compiles, then finds it built)."""
 import os
 import shutil
 from pathlib import Path

@@ -91,7 +91,6 @@ def test_a_broken_variant_is_build_failed_with_its_log(built):
     assert r.log.splitlines()[0].startswith(str(built.build_cfg.nvcc))  # the command is kept
     assert r.log_path.read_text() == r.log
     assert r.log_path.name == f"{r.digest}.failed.log"  # not the compile's own <digest>.log.tmp
-    assert not r.log_path.with_name(f"{r.digest}.log.tmp").exists()
     assert r.ptxas == {}
     assert not r.cached  # a failure is never kept as a result: it is tried again each session
 
@@ -125,18 +124,19 @@ extern "C" const char* ablate_variant_info(void) { return "{}"; }
 """
 
 
-def stand_in(root: Path):
+def stand_in(root: Path, make=True):
     """A project under `root` with a kernel folder kernels/tiny: a one-kernel source, a
     header beside it, and a patch that includes a header outside the kernel's folder
-    (other/inner.h: tracked by the depfile only)."""
+    (other/inner.h: tracked by the depfile only); `make=False`: the one already there."""
     folder = root / "kernels" / "tiny"
-    (folder / "base").mkdir(parents=True)
-    (folder / "base" / "tiny.cu").write_text(STAND_IN)
-    (folder / "base" / "value.cuh").write_text("#define VALUE 1.0f\n")
-    (folder / "patches").mkdir()
-    (folder / "patches" / "p.cuh").write_text('#include "../../../other/inner.h"\n')
-    (root / "other").mkdir()
-    (root / "other" / "inner.h").write_text("#define INNER 1\n")
+    if make:
+        (folder / "base").mkdir(parents=True)
+        (folder / "base" / "tiny.cu").write_text(STAND_IN)
+        (folder / "base" / "value.cuh").write_text("#define VALUE 1.0f\n")
+        (folder / "patches").mkdir()
+        (folder / "patches" / "p.cuh").write_text('#include "../../../other/inner.h"\n')
+        (root / "other").mkdir()
+        (root / "other" / "inner.h").write_text("#define INNER 1\n")
     build_cfg = OmegaConf.create({"dir": "runs/build", "arch": "sm_90", "nvcc": "nvcc",
                                   "flags": ["-std=c++17"], "jobs": 0})
     kernel = SimpleNamespace(dir=folder, source=folder / "base" / "tiny.cu")
@@ -188,7 +188,38 @@ def test_a_variant_that_fails_leaves_the_others_of_its_ninja_run_built(tmp_path)
     (tmp_path / "other" / "inner.h").write_text('#error "inner broke"\n')
     first = build([p.base, p.patched], p.build_cfg, p.kernel, p.root)
     assert first["p"].status == "build_failed" and "inner broke" in first["p"].log
+    assert first["p"].log_path.name == f"{first['p'].digest}.failed.log"
+    assert not first["p"].log_path.with_name(f"{first['p'].digest}.log.tmp").exists()  # no compile's leftover
     assert first["none"].status == "built" and not first["none"].cached and first["none"].lib.is_file()
+
+
+def test_a_build_reads_its_results_while_it_holds_the_folders_lock(tmp_path, monkeypatch):
+    """Two test processes (make test runs two), or two sweeps, build in one folder one at a
+    time; each reads its results (logs, a failure's log moved into place) before it lets the
+    next in, which would otherwise rewrite them: a failure's log was once another build's
+    compile, caught half-written."""
+    import fcntl
+
+    from ablate.build import compile as compile_module
+
+    p = stand_in(tmp_path)
+    (tmp_path / "other" / "inner.h").write_text('#error "inner broke"\n')
+    seen, real = [], compile_module._failed
+
+    def probe(output, lib):  # called as each result is read: is the folder's lock held?
+        fd = os.open(lib.parent / ".lock", os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            seen.append("free")
+        except BlockingIOError:
+            seen.append("held")
+        finally:
+            os.close(fd)
+        return real(output, lib)
+    monkeypatch.setattr(compile_module, "_failed", probe)
+    r = build([p.base, p.patched], p.build_cfg, p.kernel, p.root)
+    assert r["p"].status == "build_failed" and r["none"].status == "built"
+    assert seen == ["held", "held"]
 
 
 def test_a_failed_rebuild_keeps_the_earlier_library(tmp_path):

@@ -110,25 +110,26 @@ def _build_once(variants, build_cfg, kernel, root: Path, build_dir: Path, base_r
             cwd=root, capture_output=True, text=True, check=False)
         ninja_output = run.stdout + run.stderr
 
-    results = {}
-    for digest, (variant, _) in edges.items():
-        lib, log_path = build_dir / f"{digest}.so", build_dir / f"{digest}.log"
-        reported = _failed(ninja_output, lib)
-        failed = reported or not lib.exists() or not log_path.exists()
-        attempt, failed_log = build_dir / f"{digest}.log.tmp", build_dir / f"{digest}.failed.log"
-        if not failed:
-            failed_log.unlink(missing_ok=True)  # an earlier failure of the same inputs, now built
-            results[variant.name] = _result(variant, build_dir, digest, arch, cached=before[digest] == _mtime(lib))
-            continue
-        # nvcc's own log when its compile failed; else ninja's account of what went wrong.
-        # Kept as <digest>.failed.log (the compile writes <digest>.log.tmp as it goes).
-        if reported and attempt.exists():
-            os.replace(attempt, failed_log)
-        else:
-            failed_log.write_text(ninja_output)
-        results[variant.name] = BuildResult(variant.name, "build_failed", lib, failed_log.read_text(errors="replace"),
-                                            failed_log, False, arch, digest)
-    return results
+        # Read while the lock is held: another build of this folder would rewrite the logs.
+        results = {}
+        for digest, (variant, _) in edges.items():
+            lib, log_path = build_dir / f"{digest}.so", build_dir / f"{digest}.log"
+            reported = _failed(ninja_output, lib)
+            failed = reported or not lib.exists() or not log_path.exists()
+            attempt, failed_log = build_dir / f"{digest}.log.tmp", build_dir / f"{digest}.failed.log"
+            if not failed:
+                failed_log.unlink(missing_ok=True)  # an earlier failure of the same inputs, now built
+                results[variant.name] = _result(variant, build_dir, digest, arch, cached=before[digest] == _mtime(lib))
+                continue
+            # nvcc's own log when its compile failed; else ninja's account of what went wrong.
+            # Kept as <digest>.failed.log (the compile writes <digest>.log.tmp as it goes).
+            if reported and attempt.exists():
+                os.replace(attempt, failed_log)
+            else:
+                failed_log.write_text(ninja_output)
+            results[variant.name] = BuildResult(variant.name, "build_failed", lib, failed_log.read_text(errors="replace"),
+                                                failed_log, False, arch, digest)
+        return results
 
 
 def _result(variant, build_dir: Path, digest: str, arch: str, cached: bool) -> BuildResult:
