@@ -263,7 +263,7 @@ def prestart_worker():
 def stop_worker(grace=0):
     """End the child (at the end of a sweep, and at exit): every answer wanted has been read,
     so by default its group is killed at once rather than waited for while python, torch and
-    the CUDA context tear down (the sweep's last line to its exit: 2.0-2.3 s waited for, 1.3-1.8 s
+    the CUDA context tear down (the sweep's last line to its exit: 2.0-2.6 s waited for, 1.3-1.8 s
     after, on the H100: docs/benchmarks.md, "Sweep speed"); `grace` seconds to exit on EOF first
     where asked. The plan ends, and the GPU held for it is let go."""
     plan_ahead([])
