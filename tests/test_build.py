@@ -124,19 +124,18 @@ extern "C" const char* ablate_variant_info(void) { return "{}"; }
 """
 
 
-def stand_in(root: Path, make=True):
+def stand_in(root: Path):
     """A project under `root` with a kernel folder kernels/tiny: a one-kernel source, a
     header beside it, and a patch that includes a header outside the kernel's folder
-    (other/inner.h: tracked by the depfile only); `make=False`: the one already there."""
+    (other/inner.h: tracked by the depfile only)."""
     folder = root / "kernels" / "tiny"
-    if make:
-        (folder / "base").mkdir(parents=True)
-        (folder / "base" / "tiny.cu").write_text(STAND_IN)
-        (folder / "base" / "value.cuh").write_text("#define VALUE 1.0f\n")
-        (folder / "patches").mkdir()
-        (folder / "patches" / "p.cuh").write_text('#include "../../../other/inner.h"\n')
-        (root / "other").mkdir()
-        (root / "other" / "inner.h").write_text("#define INNER 1\n")
+    (folder / "base").mkdir(parents=True)
+    (folder / "base" / "tiny.cu").write_text(STAND_IN)
+    (folder / "base" / "value.cuh").write_text("#define VALUE 1.0f\n")
+    (folder / "patches").mkdir()
+    (folder / "patches" / "p.cuh").write_text('#include "../../../other/inner.h"\n')
+    (root / "other").mkdir()
+    (root / "other" / "inner.h").write_text("#define INNER 1\n")
     build_cfg = OmegaConf.create({"dir": "runs/build", "arch": "sm_90", "nvcc": "nvcc",
                                   "flags": ["-std=c++17"], "jobs": 0})
     kernel = SimpleNamespace(dir=folder, source=folder / "base" / "tiny.cu")

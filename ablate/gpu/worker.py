@@ -16,8 +16,9 @@ up to `bench.timeout_s` from when the child began the job for its answer and tur
 happened into the job's result dict: `timeout` (the child's group is killed), `crashed` (it
 died, or reported an error: it then exits, since the context may be poisoned), `incorrect`
 (base or variant failed the correctness gate; not timed) or `ok` with the timing
-statistics; a spec sent ahead and lost with the child is sent again to the next one. After `timeout` or `crashed` the next job starts a fresh child; after `ok` or
-`incorrect` the same child serves it (its pid is the param `worker_pid`). The child ends at
+statistics; a spec sent ahead and lost with the child is sent again to the next one. After
+`timeout` or `crashed` the next job starts a fresh child; after `ok` or `incorrect` the same
+child serves it (its pid is the param `worker_pid`). The child ends at
 the end of the sweep (`stop_worker`, and atexit), on EOF on stdin, or with the parent.
 
 The spec is the job as `Job.wire` sends it (ablate/job/job.py): {"kernel_dir": the kernel's
