@@ -76,6 +76,11 @@ def main(cfg):
     except Exception as e:  # recorded, never raised: the sweep goes on
         out = Result("crashed", artifacts={"traceback.txt": traceback.format_exc()},
                      error=f"{type(e).__name__}: {e}")
+    if HydraConfig.get().mode == RunMode.RUN:  # its GPU child, idle now: kept for the next run, or ended
+        from ablate.gpu.worker import stop_worker
+        from ablate.job.job import keep_worker_s
+
+        stop_worker(keep_s=keep_worker_s(cfg))
     tracking.log_job(job, out, parent_run_id())
     level, line = job_line(job, out)
     log.log(level, "%s", line)

@@ -177,7 +177,13 @@ def read_sass(lib):
 
 
 def gpu_available():
-    """(True, None) when a CUDA device is visible, else (False, why)."""
+    """(True, None) when a CUDA device is visible, else (False, why): as the kept GPU worker
+    this process attached to found it, where there is one (ablate/gpu/worker.py: no torch to
+    import here), else as torch says here."""
+    from ablate.gpu.worker import cuda_seen
+
+    if (seen := cuda_seen()) is not None:
+        return tuple(seen)
     try:
         import torch
     except ImportError:

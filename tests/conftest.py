@@ -13,6 +13,9 @@ import pytest
 from omegaconf import OmegaConf
 
 ROOT = Path(__file__).resolve().parents[1]
+# A run's GPU worker ends with it (conf/config.yaml, keep_worker_s): the tests' many runs would
+# otherwise each leave one waiting on the GPU. The tests of keeping it set their own.
+os.environ["ABLATE_KEEP_WORKER_S"] = "0"
 KERNELS = ("attention", "rmsnorm", "attention_hopper", "cutlass_gemm")
 TEST_PATHOLOGIES = ["broken_build", "noop", "unfingerprinted"]  # tests/conf/pathology, attention's
 

@@ -186,3 +186,45 @@ def test_sweep_with_a_faulting_and_a_wrong_variant(tmp_path, build_dir):
             assert {"base", "variant", "sdpa_flash", "sdpa_cudnn"} <= set(samples)
             assert all(len(s) == 20 for s in samples.values())
             assert all(math.isfinite(x) and x > 0 for s in samples.values() for x in s)
+
+
+def test_the_next_run_is_served_by_the_kept_gpu_worker(tmp_path, build_dir):
+    """keep_worker_s: a run's GPU worker waits for the next run, which times on it (the same
+    pid) as a fresh one would; a library it loaded rebuilt in place makes it stale: ended, and
+    the next run starts its own."""
+    import signal
+
+    db = tmp_path / "mlflow.db"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{db}", "ABLATE_KEEP_WORKER_S": "120",
+           "ABLATE_TEST_KEY": str(tmp_path)}  # this test's own kept worker
+
+    def one_run():
+        proc = subprocess.run(
+            [sys.executable, "-m", "ablate", "pathology=no_swizzle", "shape=s512", "bench.replicates=2",
+             "bench.max_replicates=3", f"build.dir={build_dir}", f"hydra.run.dir={tmp_path / 'run'}"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "the GPU worker is kept for 120 s" in proc.stdout + proc.stderr
+        from mlflow import MlflowClient
+
+        client = MlflowClient(f"sqlite:///{db}")
+        exp = client.get_experiment_by_name("flash_attention_fwd")
+        run = client.search_runs([exp.experiment_id], order_by=["attributes.start_time DESC"])[0]
+        assert run.data.tags["status"] == "ok", run.data.tags.get("error")
+        assert run.data.metrics["slowdown_lo"] <= run.data.metrics["slowdown"] <= run.data.metrics["slowdown_hi"]
+        return int(run.data.params["worker_pid"])
+
+    first = one_run()
+    try:
+        second = one_run()
+        assert second == first  # the kept one
+        for lib in Path(build_dir).rglob("*.so"):
+            os.utime(lib)  # rebuilt in place, as far as the kept worker can tell
+        third = one_run()
+        assert third != first
+    finally:
+        for pid in {first, locals().get("second", first), locals().get("third", first)}:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass

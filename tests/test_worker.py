@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from ablate.gpu import worker
 from ablate.gpu.worker import Worker
@@ -294,3 +295,147 @@ def test_a_child_never_sent_a_spec_is_not_waited_for(w):
     tic = time.monotonic()
     w.stop(grace=10)
     assert time.monotonic() - tic < 5 and w.proc is None
+
+
+# ---- a child kept for the next sweep ------------------------------------------------------
+
+def kept(tmp_path, monkeypatch, handler=STUB):
+    """A worker whose key is this test's own (an env var of its tmp_path)."""
+    monkeypatch.setenv("ABLATE_TEST_KEY", str(tmp_path))
+    return Worker(handler=handler)
+
+
+def test_a_kept_child_serves_the_next_sweep_and_ends_when_idle(tmp_path, monkeypatch):
+    first = kept(tmp_path, monkeypatch)
+    one = first.run({"do": "noise", "tag": "one"}, LONG)
+    pid = one.params["worker_pid"]
+    assert first.stop(keep_s=LONG) is None and first.kept and first.pid is None
+    assert alive(pid)  # kept: it outlives the sweep's handle on it
+    second = kept(tmp_path, monkeypatch)  # the next sweep, the same child
+    two = second.run({"do": "noise", "tag": "two"}, LONG)
+    assert two.status == "ok" and two.params["worker_pid"] == pid and second.proc is None
+    # Its output now goes to the new sweep's log, each job's slice its own.
+    assert "fd1 noise two" in two.artifacts["worker.log"] and "one" not in two.artifacts["worker.log"]
+    assert second.stop(keep_s=0.5) is None and second.kept
+    assert wait_dead(pid)  # nobody came within keep_s: it ended by itself
+    third = kept(tmp_path, monkeypatch)
+    assert third.run({"do": "ok"}, LONG).params["worker_pid"] != pid
+    third.stop()
+
+
+def test_a_kept_child_serves_only_the_same_environment(tmp_path, monkeypatch):
+    first = kept(tmp_path, monkeypatch)
+    pid = first.run({"do": "ok"}, LONG).params["worker_pid"]
+    first.stop(keep_s=LONG)
+    try:
+        other = kept(tmp_path / "elsewhere", monkeypatch)  # another environment: another child
+        assert other.run({"do": "ok"}, LONG).params["worker_pid"] != pid
+        other.stop()
+        assert alive(pid)  # still waiting for its own
+    finally:
+        os.killpg(pid, signal.SIGKILL)
+
+
+def test_a_kept_child_whose_files_changed_ends_instead_of_serving(tmp_path, monkeypatch):
+    """An edit to a module it imported (here the handler's; the same holds for ablate's, a
+    plugin's and each library it loaded): the next sweep gets a fresh child."""
+    (tmp_path / "edited_handler.py").write_text("from tests.test_worker import stub\n")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{ROOT}")
+    first = kept(tmp_path, monkeypatch, handler="edited_handler:stub")
+    pid = first.run({"do": "ok"}, LONG).params["worker_pid"]
+    first.stop(keep_s=LONG)
+    (tmp_path / "edited_handler.py").write_text("from tests.test_worker import stub  # edited\n")
+    second = kept(tmp_path, monkeypatch, handler="edited_handler:stub")
+    assert second.run({"do": "ok"}, LONG).params["worker_pid"] != pid
+    assert wait_dead(pid)  # the stale one ended
+    second.stop()
+
+
+def test_a_kept_child_serves_one_sweep_at_a_time(tmp_path, monkeypatch):
+    first = kept(tmp_path, monkeypatch)
+    pid = first.run({"do": "ok"}, LONG).params["worker_pid"]
+    first.stop(keep_s=LONG)
+    a, b = kept(tmp_path, monkeypatch), kept(tmp_path, monkeypatch)
+    assert a.run({"do": "ok"}, LONG).params["worker_pid"] == pid
+    tic = time.monotonic()
+    assert b.run({"do": "ok"}, LONG).params["worker_pid"] != pid  # busy: b starts its own, at once
+    assert time.monotonic() - tic < LONG / 2
+    a.stop()
+    b.stop()
+    assert wait_dead(pid)
+
+
+def test_a_kept_child_is_killed_on_timeout_and_with_a_sweep_that_dies_mid_job(tmp_path, monkeypatch):
+    first = kept(tmp_path, monkeypatch)
+    pid = first.run({"do": "ok"}, LONG).params["worker_pid"]
+    first.stop(keep_s=LONG)
+    second = kept(tmp_path, monkeypatch)
+    out = second.run({"do": "sleep", "s": 1000}, 1)
+    assert out.status == "timeout" and out.params["worker_pid"] == pid and wait_dead(pid)
+    # A sweep killed outright while its kept child works: the child ends too (it is not the
+    # sweep's own child, so PR_SET_PDEATHSIG cannot do it).
+    third = kept(tmp_path, monkeypatch)
+    pid = third.run({"do": "ok"}, LONG).params["worker_pid"]
+    third.stop(keep_s=LONG)
+    script = textwrap.dedent(f"""
+        import os, signal, time
+        from ablate.gpu.worker import Worker
+        w = Worker(handler={STUB!r})
+        w._start()
+        print(w.pid, w.proc is None, flush=True)
+        w._send({{"do": "sleep", "s": 1000}})
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "ABLATE_TEST_KEY": str(tmp_path)})
+    assert proc.stdout.split() == [str(pid), "True"], proc.stderr
+    assert wait_dead(pid)
+
+
+def test_a_crash_in_a_kept_child_is_recorded_and_the_next_job_starts_a_fresh_one(tmp_path, monkeypatch):
+    first = kept(tmp_path, monkeypatch)
+    pid = first.run({"do": "ok"}, LONG).params["worker_pid"]
+    first.stop(keep_s=LONG)
+    second = kept(tmp_path, monkeypatch)
+    out = second.run({"do": "segv"}, LONG)
+    assert out.status == "crashed" and out.params["worker_pid"] == pid and "about to fault" in out.artifacts["worker.log"]
+    assert "exit code unknown" in out.error and wait_dead(pid)
+    assert second.run({"do": "ok"}, LONG).params["worker_pid"] != pid
+    second.stop()
+
+
+def test_keep_worker_s_is_checked_up_front(monkeypatch):
+    from ablate.job.job import keep_worker_s
+
+    assert keep_worker_s(OmegaConf.create({"keep_worker_s": 30})) == 30.0
+    assert keep_worker_s(OmegaConf.create({})) == 0.0  # a config from before it: ended with the run
+    for bad in (-1, "soon", True):
+        with pytest.raises(ValueError, match=r"keep_worker_s must be a number of seconds >= 0.*got"):
+            keep_worker_s(OmegaConf.create({"keep_worker_s": bad}))
+    monkeypatch.setenv("ABLATE_KEEP_WORKER_S", "later")
+    cfg = OmegaConf.load(ROOT / "conf" / "config.yaml")
+    with pytest.raises(ValueError, match="keep_worker_s must be .* got 'later'"):
+        keep_worker_s(cfg)
+    monkeypatch.setenv("ABLATE_KEEP_WORKER_S", "45")
+    assert keep_worker_s(cfg) == 45.0
+
+
+def test_prestart_attaches_to_the_kept_child_once(tmp_path, monkeypatch):
+    from ablate.gpu import gpus
+
+    gpu = gpus.Gpu("0", None, None)
+    monkeypatch.setattr(gpus, "visible", lambda: [gpu])
+    first = kept(tmp_path, monkeypatch)
+    first.gpu = gpu
+    pid = first.run({"do": "ok"}, LONG).params["worker_pid"]
+    first.stop(keep_s=LONG)
+    monkeypatch.setattr(worker, "_worker", Worker(handler=STUB))
+    try:
+        worker.prestart_worker()  # cli() and then the sweep's callback: attached once, kept
+        worker.prestart_worker()
+        assert worker._worker.pid == pid and worker._worker.proc is None
+        assert worker._worker.run({"do": "ok"}, LONG).params["worker_pid"] == pid
+    finally:
+        worker.stop_worker()
+    assert wait_dead(pid)

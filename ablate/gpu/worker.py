@@ -19,7 +19,12 @@ died, or reported an error: it then exits, since the context may be poisoned), `
 statistics; a spec sent ahead and lost with the child is sent again to the next one. After
 `timeout` or `crashed` the next job starts a fresh child; after `ok` or `incorrect` the same
 child serves it (its pid is the param `worker_pid`). The child ends at
-the end of the sweep (`stop_worker`, and atexit), on EOF on stdin, or with the parent.
+the end of the sweep (`stop_worker`, and atexit), on EOF on stdin, or with the parent;
+unless the sweep keeps it (the config's `keep_worker_s`): then it waits, idle, for the next
+sweep that would start the very same child, on a socket named after it, and serves that
+sweep as it served this one, once it has checked that no file it loaded has changed (the
+next sweep's first job is then ~7-10 s sooner on the H100: docs/benchmarks.md, "Sweep
+speed"); it ends after keep_worker_s idle seconds.
 
 The spec is the job as `Job.wire` sends it (ablate/job/job.py): {"kernel_dir": the kernel's
 plugin folder, "base_so": path, "variant_so": path, "shape": {the shape's fields, as the
@@ -31,26 +36,38 @@ import atexit
 import contextlib
 import ctypes
 import functools
+import hashlib
 import importlib
 import json
+import logging
 import os
 import select
 import signal
+import socket
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
 from ablate.job.result import Result
 from ablate.paths import ROOT
+
+log = logging.getLogger("ablate")
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# Not part of what a child is: they change from one sweep (or shell) to the next, never what
+# a child computes (the sweep's MLflow run: ablate/sweep/callbacks.py; how long it is kept).
+VOLATILE_ENV = {"PWD", "OLDPWD", "SHLVL", "_", "ABLATE_SWEEP_RUN_ID", "ABLATE_KEEP_WORKER_S"}
 
 
 # ---- the parent side --------------------------------------------------------------------
 
 def _describe_exit(code):
+    if code is None:
+        return "exit code unknown: a kept child, not this process's own"
     if code < 0:
         try:
             return f"signal {signal.Signals(-code).name}"
@@ -66,33 +83,99 @@ class Worker:
     Specs may be sent ahead: `run(spec, timeout_s, then=next_spec)` writes the next job's spec
     too, so the child starts it the moment it answers this one, while the parent records this
     job and works out the next (a sweep's plan: plan_ahead). The child answers in order; each
-    answer carries where its output ends in the log (`log_end`), so each job's log is its own."""
+    answer carries where its output ends in the log (`log_end`), so each job's log is its own.
+
+    A child may be kept when its sweep ends (`stop(keep_s=...)`): it then waits, idle, on a
+    socket named by its `key` (what it was started as: the command, the project, the python
+    and the environment, the GPU pin among them) for the next sweep of this user, which
+    attaches to it instead of starting one (python, torch, the CUDA context and the first
+    uses of its libraries: ~7-10 s on the H100). A kept child serves one sweep at a time."""
 
     def __init__(self, handler=None):
         self.command = [sys.executable, "-m", "ablate.gpu.worker", "--serve", *([handler] if handler else [])]
-        self.proc = self.log = None
+        self.proc = self.log = None  # proc: the child this process started (None: none, or a kept one)
+        self.pid = None  # the child's pid, started here or kept
+        self.key = None  # what the child was started as (its socket's name when kept)
+        self.sock = None  # the connection to a kept child (None: pipes to this process's own)
+        self.cuda = None  # (available, why) as a kept child found it at its start
         self.gpu = None  # the gpus.Gpu the child is pinned to (None: whatever this process sees)
         self.sent = []  # specs written to the child and not yet answered, oldest first
         self.began = 0.0  # when the child began sent[0] (its deadline counts from there)
         self.log_at = 0  # where the output of the next answer begins in the log
         self.used = False  # a spec was written to this child
+        self.kept = False  # the last child was kept for the next sweep (stop's keep_s)
         self._buffer = b""  # read past the last answer's line
 
     def _start(self):
+        """A child for the next spec: the kept one of this key where one is idle, else a new one."""
         # One anonymous file takes all the child's output; each job reads its own slice.
         self.log = tempfile.TemporaryFile()
         env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": self.gpu.pin} if self.gpu else {})}
+        self.key = child_key(self.command, env)
+        self.sent, self.log_at, self.used, self.kept, self._buffer = [], 0, False, False, b""
+        if self._attach():
+            return
         # Own session: on timeout the whole group is killed, whatever it started.
         self.proc = subprocess.Popen(self.command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, start_new_session=True, env=env)
-        self.sent, self.log_at, self.used, self._buffer = [], 0, False, b""
+        self.pid = self.proc.pid
 
-    def stop(self, grace=0.0):
+    def _attach(self):
+        """Whether a kept child of this key took this process's jobs: it gets the log to write
+        to and checks that nothing it loaded has changed since (a stale one says so and ends)."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(_address(self.key))
+            pid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                      struct.calcsize("3i")))[0]
+            sock.settimeout(10)
+            socket.send_fds(sock, [b'{"attach": true}\n'], [self.log.fileno()])
+            reply = b""
+            while not reply.endswith(b"\n"):
+                chunk = sock.recv(4096)
+                if not chunk:
+                    raise ConnectionError("closed")
+                reply += chunk
+            reply = json.loads(reply)
+        except (OSError, ValueError):  # none kept, one busy with another sweep, or it just ended
+            sock.close()
+            return False
+        if not reply.get("ready"):
+            sock.close()  # stale: it ends by itself
+            return False
+        sock.settimeout(None)
+        self.sock, self.pid, self.proc = sock, pid, None
+        self.cuda = tuple(reply["cuda"]) if reply.get("cuda") else None
+        return True
+
+    def alive(self):
+        if self.proc is not None:
+            return self.proc.poll() is None
+        return self.sock is not None
+
+    def _fds(self):
+        """(read, write) file descriptors of the protocol."""
+        if self.sock is not None:
+            return self.sock.fileno(), self.sock.fileno()
+        return self.proc.stdout.fileno(), self.proc.stdin.fileno()
+
+    def stop(self, grace=0.0, keep_s=0):
         """End the child: EOF on its stdin, `grace` seconds to exit, then its group is killed
         (at once when it was never sent a spec: it may still be starting, and nothing of it
-        is waited for). Its exit code (None when there was none). What was sent ahead is lost."""
-        proc, self.proc = self.proc, None
+        is waited for). Its exit code (None when there was none, or it was a kept one).
+        What was sent ahead is lost. `keep_s` > 0: a child that served jobs and has nothing
+        in flight is kept instead, idle, for the next sweep to attach to within that many
+        seconds (None)."""
+        if keep_s and self.used and not self.sent and self.alive() and self._keep(keep_s):
+            return None
+        proc, pid, sock = self.proc, self.pid, self.sock
+        self.proc = self.pid = self.sock = None
         self.sent = []
+        if sock is not None:  # a kept child, not this process's: its group is ended outright
+            sock.close()
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+            return None
         if proc is None:
             return None
         with contextlib.suppress(OSError):
@@ -105,12 +188,35 @@ class Worker:
         proc.stdout.close()
         return proc.returncode
 
-    def _send(self, spec):
+    def _keep(self, keep_s):
+        """Hand the idle child over to wait for the next sweep (it says so once it no longer
+        dies with this process); False where it did not say so within 10 s."""
+        self._send_line({"keep_s": float(keep_s), "key": self.key})
+        line = self._line(time.monotonic() + 10)
         try:
-            self.proc.stdin.write(json.dumps(spec).encode() + b"\n")
-            self.proc.stdin.flush()
-        except BrokenPipeError:
+            kept = bool(line) and json.loads(line).get("kept") is True
+        except ValueError:
+            kept = False
+        if not kept:
+            return False
+        if self.sock is not None:
+            self.sock.close()
+        else:
+            for f in (self.proc.stdin, self.proc.stdout):
+                with contextlib.suppress(OSError):
+                    f.close()
+        self.proc = self.pid = self.sock = None
+        self.kept = True
+        return True
+
+    def _send_line(self, data):
+        try:
+            os.write(self._fds()[1], json.dumps(data).encode() + b"\n")
+        except (BrokenPipeError, ConnectionError):
             pass  # it died while idle: the read of its answer sees EOF and says how
+
+    def _send(self, spec):
+        self._send_line(spec)
         if not self.sent:
             self.began = time.monotonic()
         self.sent.append(spec)
@@ -119,12 +225,15 @@ class Worker:
     def _line(self, deadline):
         """The child's next answer line by the deadline: the bytes, b"" at EOF (it died), None
         on timeout. Two answers may arrive in one read: the rest waits for the next call."""
-        fd = self.proc.stdout.fileno()
+        fd = self._fds()[0]
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
                 return None
-            chunk = os.read(fd, 1 << 16)
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except ConnectionError:
+                chunk = b""
             if not chunk:
                 return b""
             self._buffer += chunk
@@ -136,12 +245,12 @@ class Worker:
         fresh one. `then`: the spec the next job is expected to bring, sent now behind this
         one; a run whose spec is not the one sent ahead first waits for that answer and
         drops it (correct, only slower)."""
-        if self.proc is None or self.proc.poll() is not None:
+        if not self.alive():
             self.stop()
             self._start()
         while self.sent and self.sent[0] != spec:
             self._answer(timeout_s)  # not this job's: dropped (a timeout or crash ends the child)
-        if self.proc is None:
+        if not self.alive():
             self._start()
         if not self.sent:
             self._send(spec)
@@ -151,7 +260,7 @@ class Worker:
 
     def _answer(self, timeout_s):
         """The answer to sent[0], its deadline `timeout_s` after the child began it."""
-        proc = self.proc
+        pid = self.pid
         line = self._line(self.began + timeout_s)
         self.sent.pop(0)
         self.began = time.monotonic()  # the child goes on with the next spec sent, if any
@@ -164,7 +273,7 @@ class Worker:
         end = os.fstat(log.fileno()).st_size if end is None else end
         output = os.pread(log.fileno(), max(end - self.log_at, 0), self.log_at).decode(errors="replace")
         self.log_at = end
-        params, artifacts = {"worker_pid": proc.pid}, {"worker.log": output}
+        params, artifacts = {"worker_pid": pid}, {"worker.log": output}
         if line is None:
             return Result("timeout", params, artifacts=artifacts,
                           error=f"GPU worker killed after bench.timeout_s={timeout_s} s")
@@ -173,6 +282,20 @@ class Worker:
             return Result("crashed", params, artifacts=artifacts,
                           error=f"GPU worker died ({_describe_exit(code)}) without a result; last output:\n{tail}")
         return out.add(params, artifacts=artifacts, keep=False)
+
+
+def child_key(command, env) -> str:
+    """What a child is, as a name: this user, the project, the python, the command and the
+    environment it starts with (VOLATILE_ENV aside). A kept child serves only a sweep that
+    would start the very same one; what it loaded since is checked when one attaches."""
+    text = json.dumps([str(ROOT), sys.executable, list(command),
+                       sorted((k, v) for k, v in env.items() if k not in VOLATILE_ENV)])
+    return f"{os.getuid()}-{hashlib.sha256(text.encode()).hexdigest()[:32]}"
+
+
+def _address(key):
+    """A kept child's socket: Linux's abstract namespace (no file to leave behind)."""
+    return f"\0ablate-gpu-worker-{key}"
 
 
 _worker = None  # the child of this process's jobs (Hydra's basic launcher runs a sweep in one process;
@@ -249,7 +372,7 @@ def prestart_worker():
     from ablate.gpu import gpus
 
     global _worker
-    if _worker is not None and _worker.proc is not None:
+    if _worker is not None and _worker.alive():
         return
     found = gpus.visible()
     if not found:
@@ -261,16 +384,27 @@ def prestart_worker():
     _worker._start()
 
 
-def stop_worker(grace=0):
+def stop_worker(grace=0, keep_s=0):
     """End the child (at the end of a sweep, and at exit): every answer wanted has been read,
     so by default its group is killed at once rather than waited for while python, torch and
     the CUDA context tear down (the sweep's last line to its exit: 2.0-2.6 s waited for, 1.3-1.8 s
     after, on the H100: docs/benchmarks.md, "Sweep speed"); `grace` seconds to exit on EOF first
-    where asked. The plan ends, and the GPU held for it is let go."""
+    where asked. `keep_s` > 0 (the config's keep_worker_s): an idle child that served jobs is
+    kept instead for the next sweep to attach to (Worker.stop). The plan ends, and the GPU
+    held for it is let go."""
     plan_ahead([])
     if _worker is not None:
-        _worker.stop(grace=grace)
+        _worker.stop(grace=grace, keep_s=keep_s)
+        if _worker.kept:
+            log.info("the GPU worker is kept for %g s for the next sweep (keep_worker_s=0: ended with the sweep)",
+                     keep_s)
     _release()
+
+
+def cuda_seen():
+    """(available, why) of CUDA as this process's kept child found it (None: no kept child),
+    so that the parent need not import torch (~2.5 s on the H100's host) to ask."""
+    return _worker.cuda if _worker is not None and _worker.sock is not None else None
 
 
 # ---- the child side ---------------------------------------------------------------------
@@ -306,6 +440,7 @@ def _kernel(plugin, path):
     library's name is the hash of what went into it."""
     from ablate.build.library import load
 
+    _note_loaded(path)  # a kept child serves the next sweep only while it is the same file
     return load(path, plugin.spec)
 
 
@@ -490,8 +625,10 @@ def serve(handler, warm=None):
     """Answer one JSON spec per line of stdin with one JSON result per line, until EOF or a
     crash. Answers go to a private copy of stdout; fd 1 then points at stderr, so nothing
     else (a print, torch, the CUDA runtime) can write into the protocol. `warm` runs then,
-    before the first spec is read."""
-    answers = os.fdopen(os.dup(1), "w")  # not inheritable: grandchildren cannot write to it
+    before the first spec is read. A line {"keep_s": S, "key": K} instead of a spec keeps the
+    idle child for the next sweep (`_kept`): it then serves whoever attaches within S
+    seconds, in turn, the same way."""
+    answers = os.fdopen(os.dup(1), "wb")  # not inheritable: grandchildren cannot write to it
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     # Killed with the parent even mid-job (an idle child sees EOF anyway). Linux ties this
@@ -503,15 +640,141 @@ def serve(handler, warm=None):
             warm()
         except Exception:  # the first job meets the same failure and reports it as its own
             traceback.print_exc()
-    for line in sys.stdin:
-        out = _answer(handler, json.loads(line))
-        sys.stderr.flush()  # the job's log is whole before the parent reads it
-        out = out.to_dict() if isinstance(out, Result) else out  # a test's handler answers a dict
-        answers.write(json.dumps({**out, **_log_end()}) + "\n")
+    _note_loaded()
+    end = _serve_lines(handler, sys.stdin.buffer, answers)
+    while isinstance(end, dict):  # kept: the next sweep's connection, if one comes in time
+        conn = _kept(end, answers)
+        if conn is None:
+            return 0
+        lines, answers = conn.makefile("rb"), conn.makefile("wb")
+        end = _serve_lines(handler, lines, answers, conn)
+        lines.close()
+        conn.close()  # the connection ends with `answers`, after the keep line's reply
+    return 1 if end == "crashed" else 0
+
+
+def _serve_lines(handler, lines, answers, conn=None):
+    """Answer each spec line: "eof" at the end, "crashed" after a crash (the CUDA context may
+    be poisoned: nothing more is served), the keep line's dict where one comes. On a kept
+    child's connection (`conn`), a sweep that dies while a job runs ends the child too (its
+    first parent's death does, through PR_SET_PDEATHSIG)."""
+    busy, done = threading.Event(), threading.Event()
+    if conn is not None:
+        threading.Thread(target=_watch, args=(conn.fileno(), busy, done), daemon=True).start()
+    try:
+        for line in lines:
+            spec = json.loads(line)
+            if "keep_s" in spec and "key" in spec:
+                return spec
+            busy.set()
+            out = _answer(handler, spec)
+            sys.stderr.flush()  # the job's log is whole before the parent reads it
+            out = out.to_dict() if isinstance(out, Result) else out  # a test's handler answers a dict
+            busy.clear()
+            answers.write(json.dumps({**out, **_log_end()}).encode() + b"\n")
+            answers.flush()
+            if out["status"] == "crashed":
+                return "crashed"
+        return "eof"
+    except (BrokenPipeError, ConnectionError):
+        return "eof"
+    finally:
+        done.set()
+
+
+def _watch(fd, busy, done):
+    """Kill this child's group when the attached sweep hangs up while a job runs."""
+    poll = select.poll()
+    poll.register(fd, select.POLLRDHUP)
+    poll.poll()
+    while not done.wait(0.1):
+        if busy.is_set():
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
+_loaded = {}  # path: (inode, size, mtime) of each module and library this child loaded
+
+
+def _stat(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _note_loaded(*paths):
+    """Record the files this child runs (every imported module's, and `paths`) as they are
+    now, for a kept child to check when a sweep attaches."""
+    files = [getattr(m, "__file__", None) for m in list(sys.modules.values())] + [str(p) for p in paths]
+    for f in files:
+        if f and f not in _loaded:
+            _loaded[f] = _stat(f)
+
+
+def _changed():
+    """The first module or library this child loaded whose file changed since (an edit to
+    ablate, a plugin's python, a library rebuilt in place, another torch), else None."""
+    return next((f for f, st in _loaded.items() if _stat(f) != st), None)
+
+
+def _kept(keep, answers):
+    """Wait, idle, for the next sweep to attach (`keep`: {"keep_s", "key"}): the connection,
+    its log as this child's stdout and stderr; None when none came within keep_s seconds, a
+    child of this key is kept already, or something this child loaded changed."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(_address(keep["key"]))
+    except OSError:  # another child of this key is kept: this one ends
+        return None
+    listener.listen(4)
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, 0)  # outlives the sweep that kept it
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.close(null)
+    _note_loaded()
+    with contextlib.suppress(OSError):
+        answers.write(b'{"kept": true}\n')
         answers.flush()
-        if out["status"] == "crashed":
-            return 1  # the CUDA context may be poisoned: serve nothing more
-    return 0
+        answers.close()
+    deadline = time.monotonic() + float(keep["keep_s"])
+    with listener:
+        while True:
+            listener.settimeout(max(deadline - time.monotonic(), 0.001))
+            try:
+                conn, _ = listener.accept()
+            except (TimeoutError, socket.timeout):
+                return None
+            uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                      struct.calcsize("3i")))[1]
+            try:
+                conn.settimeout(10)
+                _, fds, _, _ = socket.recv_fds(conn, 4096, 1)
+            except OSError:
+                fds = []
+            if uid != os.getuid() or len(fds) != 1:
+                conn.close()
+                for fd in fds:
+                    os.close(fd)
+                continue
+            changed = _changed()
+            if changed:
+                with contextlib.suppress(OSError):
+                    conn.sendall(json.dumps({"stale": f"{changed} changed"}).encode() + b"\n")
+                conn.close()
+                os.close(fds[0])
+                return None
+            os.dup2(fds[0], 1)
+            os.dup2(fds[0], 2)
+            os.close(fds[0])
+            conn.settimeout(None)
+            conn.sendall(json.dumps({"ready": True, "cuda": _cuda}).encode() + b"\n")
+            return conn  # the listener closes: another sweep meanwhile starts a child of its own
+
+
+_cuda = None  # [available, why] as _warm found it
 
 
 def _warm():
@@ -520,8 +783,10 @@ def _warm():
     the modules of the gate and the timing."""
     import torch
 
+    global _cuda
     if torch.cuda.is_available():
         torch.empty(1, device="cuda")
+    _cuda = [True, None] if torch.cuda.is_available() else [False, "no CUDA device is visible"]
     from ablate.gpu import check, stats, timing  # noqa: F401 (imported for their import time)
 
 

@@ -83,6 +83,7 @@ def make_job(cfg, shape_name=None) -> Job:
 
     if cfg.mode not in MODES:
         raise ValueError(f"mode must be one of {list(MODES)}, got {cfg.mode!r}")
+    keep_worker_s(cfg)
     plugin = plugins.of(cfg)
     shape = shape_of(plugin, cfg.shape)
     validate_bench(cfg.bench)
@@ -106,6 +107,20 @@ def make_job(cfg, shape_name=None) -> Job:
                peers=tuple(peers), bench=OmegaConf.to_container(cfg.bench, resolve=True), mode=str(cfg.mode),
                kernel_counters=tuple(kernel_counters), cfg=cfg, rests=made,
                opted_out={p: why for p, why in declared.items() if p in variant.generic})
+
+
+def keep_worker_s(cfg) -> float:
+    """cfg.keep_worker_s: how long the GPU worker waits for the next run once idle
+    (ablate/gpu/worker.py; 0 where a config predates it). ValueError naming it when it is not
+    a number of seconds >= 0."""
+    try:
+        value = OmegaConf.select(cfg, "keep_worker_s", default=0)
+    except Exception as e:  # ABLATE_KEEP_WORKER_S that does not resolve
+        raise ValueError(f"keep_worker_s: {e}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError(f"keep_worker_s must be a number of seconds >= 0 (0: the GPU worker ends with the run), "
+                         f"got {value!r}")
+    return float(value)
 
 
 # What a pathology of each language may change (variant.BUILD_FIELDS): nvcc's inputs for a

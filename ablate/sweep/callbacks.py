@@ -188,8 +188,9 @@ class SweepSetup(Callback):
             progress.mark(out_dir, "failed", f"job {config.hydra.job.num} failed: {job_return.return_value}")
 
     def on_multirun_end(self, config, **kwargs):
-        from ablate.sweep import tracking
         from ablate.gpu.worker import stop_worker
+        from ablate.job.job import keep_worker_s
+        from ablate.sweep import tracking
 
         if self.progress is not None:
             counts = self.progress.close()
@@ -197,7 +198,8 @@ class SweepSetup(Callback):
             log.info("%d jobs: %d ok, %d failed%s", self.progress.total, counts["ok"], counts["failed"],
                      f", {na} not applicable (generic pathologies that change nothing in this kernel)" if na else "")
             self.progress = None
-        stop_worker()  # the sweep's GPU child, kept across its jobs and idle now; atexit would do it later
+        # The sweep's GPU child, idle now: kept for the next sweep, or ended (atexit would do it later).
+        stop_worker(keep_s=keep_worker_s(config))
         if self.run_id is not None:
             tracking.end_sweep(self.run_id, "FINISHED", config)
         self._stop_server()
