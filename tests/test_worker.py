@@ -439,3 +439,16 @@ def test_prestart_attaches_to_the_kept_child_once(tmp_path, monkeypatch):
     finally:
         worker.stop_worker()
     assert wait_dead(pid)
+
+
+def test_stop_worker_says_once_that_the_child_is_kept(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("ABLATE_TEST_KEY", str(tmp_path))
+    monkeypatch.setattr(worker, "_worker", Worker(handler=STUB))
+    pid = worker._worker.run({"do": "ok"}, LONG).params["worker_pid"]
+    with caplog.at_level("INFO", logger="ablate"):
+        worker.stop_worker(keep_s=LONG)
+        worker.stop_worker()  # atexit's, later: nothing more to say, nothing ended
+    assert [r.getMessage() for r in caplog.records] == [
+        f"the GPU worker is kept for {LONG} s for the next sweep (keep_worker_s=0: ended with the sweep)"]
+    assert alive(pid)
+    os.killpg(pid, signal.SIGKILL)

@@ -166,6 +166,7 @@ class Worker:
         What was sent ahead is lost. `keep_s` > 0: a child that served jobs and has nothing
         in flight is kept instead, idle, for the next sweep to attach to within that many
         seconds (None)."""
+        self.kept = False
         if keep_s and self.used and not self.sent and self.alive() and self._keep(keep_s):
             return None
         proc, pid, sock = self.proc, self.pid, self.sock
