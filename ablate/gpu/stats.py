@@ -13,7 +13,6 @@ model of either (docs/design.md says why t and not a bootstrap over replicates).
 import math
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 
 def _checked(samples, what):
@@ -105,6 +104,10 @@ def combine(terms, min_effect=0.0, level=0.95, floors=None):
         var += v
         denom += v * v / (logs.size - 1)
     df = var * var / denom if denom > 0 else math.inf
+    # Imported here: a sweep's parent needs interval_text only, and scipy took ~1.3 s of its
+    # first job on the H100's host (docs/benchmarks.md, "Sweep speed").
+    from scipy import stats as scipy_stats
+
     half = (scipy_stats.t.ppf(0.5 + level / 2, df) if math.isfinite(df) else scipy_stats.norm.ppf(0.5 + level / 2)) \
         * math.sqrt(var)
     lo, hi = math.exp(est - half), math.exp(est + half)

@@ -788,7 +788,9 @@ def _warm():
     if torch.cuda.is_available():
         torch.empty(1, device="cuda")
     _cuda = [True, None] if torch.cuda.is_available() else [False, "no CUDA device is visible"]
-    from ablate.gpu import check, stats, timing  # noqa: F401 (imported for their import time)
+    from scipy import stats  # noqa: F401 (the interval's t quantile, ablate/gpu/stats.py: for its import time)
+
+    from ablate.gpu import check, timing  # noqa: F401 (imported for their import time)
 
 
 def main(argv):
