@@ -449,6 +449,6 @@ def test_stop_worker_says_once_that_the_child_is_kept(tmp_path, monkeypatch, cap
         worker.stop_worker(keep_s=LONG)
         worker.stop_worker()  # atexit's, later: nothing more to say, nothing ended
     assert [r.getMessage() for r in caplog.records] == [
-        f"the GPU worker is kept for {LONG} s for the next sweep (keep_worker_s=0: ended with the sweep)"]
+        f"the GPU worker is kept for {LONG} s for the next run (keep_worker_s=0: ended with the run)"]
     assert alive(pid)
     os.killpg(pid, signal.SIGKILL)

@@ -397,7 +397,7 @@ def stop_worker(grace=0, keep_s=0):
     if _worker is not None:
         _worker.stop(grace=grace, keep_s=keep_s)
         if _worker.kept:
-            log.info("the GPU worker is kept for %g s for the next sweep (keep_worker_s=0: ended with the sweep)",
+            log.info("the GPU worker is kept for %g s for the next run (keep_worker_s=0: ended with the run)",
                      keep_s)
     _release()
 
