@@ -305,6 +305,15 @@ def kept(tmp_path, monkeypatch, handler=STUB):
     return Worker(handler=handler)
 
 
+def keep_one(tmp_path, monkeypatch, gpu=None):
+    """A child that served a job and was kept: its pid."""
+    first = kept(tmp_path, monkeypatch)
+    first.gpu = gpu
+    pid = first.run({"do": "ok"}, LONG).params["worker_pid"]
+    first.stop(keep_s=LONG)
+    return pid
+
+
 def test_a_kept_child_serves_the_next_sweep_and_ends_when_idle(tmp_path, monkeypatch):
     first = kept(tmp_path, monkeypatch)
     one = first.run({"do": "noise", "tag": "one"}, LONG)
@@ -324,9 +333,7 @@ def test_a_kept_child_serves_the_next_sweep_and_ends_when_idle(tmp_path, monkeyp
 
 
 def test_a_kept_child_serves_only_the_same_environment(tmp_path, monkeypatch):
-    first = kept(tmp_path, monkeypatch)
-    pid = first.run({"do": "ok"}, LONG).params["worker_pid"]
-    first.stop(keep_s=LONG)
+    pid = keep_one(tmp_path, monkeypatch)
     try:
         other = kept(tmp_path / "elsewhere", monkeypatch)  # another environment: another child
         assert other.run({"do": "ok"}, LONG).params["worker_pid"] != pid
@@ -352,9 +359,7 @@ def test_a_kept_child_whose_files_changed_ends_instead_of_serving(tmp_path, monk
 
 
 def test_a_kept_child_serves_one_sweep_at_a_time(tmp_path, monkeypatch):
-    first = kept(tmp_path, monkeypatch)
-    pid = first.run({"do": "ok"}, LONG).params["worker_pid"]
-    first.stop(keep_s=LONG)
+    pid = keep_one(tmp_path, monkeypatch)
     a, b = kept(tmp_path, monkeypatch), kept(tmp_path, monkeypatch)
     assert a.run({"do": "ok"}, LONG).params["worker_pid"] == pid
     tic = time.monotonic()
@@ -366,9 +371,7 @@ def test_a_kept_child_serves_one_sweep_at_a_time(tmp_path, monkeypatch):
 
 
 def test_a_kept_child_is_killed_on_timeout_and_with_a_sweep_that_dies_mid_job(tmp_path, monkeypatch):
-    first = kept(tmp_path, monkeypatch)
-    pid = first.run({"do": "ok"}, LONG).params["worker_pid"]
-    first.stop(keep_s=LONG)
+    pid = keep_one(tmp_path, monkeypatch)
     second = kept(tmp_path, monkeypatch)
     out = second.run({"do": "sleep", "s": 1000}, 1)
     assert out.status == "timeout" and out.params["worker_pid"] == pid and wait_dead(pid)
@@ -394,9 +397,7 @@ def test_a_kept_child_is_killed_on_timeout_and_with_a_sweep_that_dies_mid_job(tm
 
 
 def test_a_crash_in_a_kept_child_is_recorded_and_the_next_job_starts_a_fresh_one(tmp_path, monkeypatch):
-    first = kept(tmp_path, monkeypatch)
-    pid = first.run({"do": "ok"}, LONG).params["worker_pid"]
-    first.stop(keep_s=LONG)
+    pid = keep_one(tmp_path, monkeypatch)
     second = kept(tmp_path, monkeypatch)
     out = second.run({"do": "segv"}, LONG)
     assert out.status == "crashed" and out.params["worker_pid"] == pid and "about to fault" in out.artifacts["worker.log"]
@@ -426,10 +427,7 @@ def test_prestart_attaches_to_the_kept_child_once(tmp_path, monkeypatch):
 
     gpu = gpus.Gpu("0", None, None)
     monkeypatch.setattr(gpus, "visible", lambda: [gpu])
-    first = kept(tmp_path, monkeypatch)
-    first.gpu = gpu
-    pid = first.run({"do": "ok"}, LONG).params["worker_pid"]
-    first.stop(keep_s=LONG)
+    pid = keep_one(tmp_path, monkeypatch, gpu)
     monkeypatch.setattr(worker, "_worker", Worker(handler=STUB))
     try:
         worker.prestart_worker()  # cli() and then the sweep's callback: attached once, kept
