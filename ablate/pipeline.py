@@ -61,6 +61,18 @@ def timed_wire(job, builds) -> dict | None:
     return job.wire(base.lib, var.lib)
 
 
+def built_wire(job):
+    """timed_wire of `job` where its variants are built already (checked as `build` checks
+    them, nothing compiled): the spec, or None where it will not be timed; False where
+    something of it must be built first, so that its spec is not known yet."""
+    from ablate.build.compile import build
+
+    if job.opted_out:
+        return None
+    builds = build(job.variants, job.build, job.plugin, ROOT, only_if_built=True)
+    return False if builds is None else timed_wire(job, builds)
+
+
 def not_applicable(variant, base, var) -> str | None:
     """Why a variant of generic pathologies only (conf/generic/) does not apply to the kernel:
     its machine code equals the base's, so there is nothing to measure (each pathology's

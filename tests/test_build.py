@@ -182,6 +182,25 @@ def test_a_build_with_nothing_to_do_starts_no_ninja(tmp_path, monkeypatch):
     assert not build([p.base, p.patched], p.build_cfg, p.kernel, p.root)["p"].cached and started
 
 
+def test_only_if_built_answers_without_compiling(tmp_path, monkeypatch):
+    """What the sweep's callback asks of each job's variants before the build (to send its
+    spec to the GPU worker at once): None where anything would compile, compiling nothing."""
+    from ablate.build import compile as compile_module
+
+    p = stand_in(tmp_path)
+    real = compile_module.find_ninja
+    monkeypatch.setattr(compile_module, "find_ninja", lambda: pytest.fail("ninja started by a check"))
+    assert build([p.base, p.patched], p.build_cfg, p.kernel, p.root, only_if_built=True) is None
+    assert not list((tmp_path / p.build_cfg.dir).glob("*.so"))
+    monkeypatch.setattr(compile_module, "find_ninja", real)
+    first = build([p.base, p.patched], p.build_cfg, p.kernel, p.root)
+    monkeypatch.setattr(compile_module, "find_ninja", lambda: pytest.fail("ninja started by a check"))
+    again = build([p.base, p.patched], p.build_cfg, p.kernel, p.root, only_if_built=True)
+    assert {n: r.lib for n, r in again.items()} == {n: r.lib for n, r in first.items()}
+    (tmp_path / "other" / "inner.h").write_text("#define INNER 4\n")  # a header it read, edited
+    assert build([p.base, p.patched], p.build_cfg, p.kernel, p.root, only_if_built=True) is None
+
+
 def test_a_variant_that_fails_leaves_the_others_of_its_ninja_run_built(tmp_path):
     p = stand_in(tmp_path)
     (tmp_path / "other" / "inner.h").write_text('#error "inner broke"\n')

@@ -148,3 +148,58 @@ def test_a_sweep_stopped_before_its_first_job_kills_its_warming_child(monkeypatc
     with pytest.raises(SystemExit):
         SweepSetup().on_multirun_start(OmegaConf.create({"mode": "static", "hydra": {"launcher": {}}}))
     assert calls == ["stopped, grace 0"]
+
+
+def test_specs_sent_ahead_by_the_callback_are_answered_to_their_jobs_on_a_claimed_gpu(two_gpus, monkeypatch):
+    """worker.send_ahead: the spec goes to the child at once, on the child's GPU, claimed
+    from then until the job that brings it has read its answer; where that GPU is taken,
+    nothing is sent (the job claims one when it runs, as before)."""
+    monkeypatch.setattr(worker, "_worker", Worker("tests.test_worker:stub"))
+    gpu0 = gpus.visible()[0]
+    try:
+        with gpus.claim(gpus=[gpu0]):  # another job times on GPU 0
+            worker.prestart_worker()
+            assert not worker.send_ahead({"do": "ok", "tag": "a"}) and worker._held is None
+        assert worker.send_ahead({"do": "ok", "tag": "a"}) and worker.send_ahead({"do": "ok", "tag": "b"})
+        assert gpus.try_lock(gpu0) is None  # held while they are in flight
+        a = worker.run_worker({"do": "ok", "tag": "a"}, 60)
+        assert a.params["tag"] == "a" and gpus.try_lock(gpu0) is None  # b is still in flight
+        b = worker.run_worker({"do": "ok", "tag": "b"}, 60)
+        assert b.params["tag"] == "b" and a.params["worker_pid"] == b.params["worker_pid"]
+        free = gpus.try_lock(gpu0)
+        assert free is not None  # both read: let go
+        os.close(free)
+    finally:
+        worker.stop_worker()
+
+
+def test_the_callback_sends_the_first_built_jobs_ahead_and_stops_at_one_not_built(monkeypatch):
+    from types import SimpleNamespace
+
+    from ablate import pipeline
+    from ablate.sweep import callbacks
+
+    sent = []
+    monkeypatch.setattr(worker, "send_ahead", lambda wire: sent.append(wire) or True)
+    wires = {"a": {"w": "a"}, "na": None, "b": {"w": "b"}, "unbuilt": False, "c": {"w": "c"}}
+    monkeypatch.setattr(pipeline, "built_wire", lambda job: wires[job.name])
+    job = lambda name, profile=False: SimpleNamespace(name=name, bench={"profile": profile})  # noqa: E731
+    each = callbacks.send_built_ahead()
+    for name in ("a", "na", "b", "unbuilt", "c"):  # not timed (na): passed over; not built: the end
+        each(job(name))
+    assert sent == [{"w": "a"}, {"w": "b"}]
+    sent.clear()
+    each = callbacks.send_built_ahead()
+    for j in (job("a"), job("b", profile=True), job("c")):  # counters: the end
+        each(j)
+    assert sent == [{"w": "a"}]
+    sent.clear()
+    each = callbacks.send_built_ahead(most=2)
+    for name in ("a", "b", "c"):
+        each(job(name))
+    assert sent == [{"w": "a"}, {"w": "b"}]
+    monkeypatch.setattr(worker, "send_ahead", lambda wire: False)  # the worker cannot take it: the end
+    each = callbacks.send_built_ahead()
+    for name in ("a", "b"):
+        each(job(name))
+    assert sent == [{"w": "a"}, {"w": "b"}]

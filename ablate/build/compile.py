@@ -47,8 +47,9 @@ class BuildResult:
         return self.status == "built"
 
 
-def build(variants: list, build_cfg, kernel, root) -> dict[str, BuildResult]:
-    """Build `variants` in one ninja run; return {variant name: BuildResult}.
+def build(variants: list, build_cfg, kernel, root, only_if_built=False) -> dict[str, BuildResult] | None:
+    """Build `variants` in one ninja run; return {variant name: BuildResult}. `only_if_built`:
+    None instead, where any of them would have to be compiled (nothing is).
 
     A Triton plugin (its spec names TRITON) is built by ablate.build.triton_aot instead, each
     variant's instances compiled by Triton for the arch; the results are alike.
@@ -62,6 +63,8 @@ def build(variants: list, build_cfg, kernel, root) -> dict[str, BuildResult]:
     if not variants:
         return {}
     if triton_aot.is_triton(kernel):  # a Triton kernel: compiled by Triton for the arch, no nvcc
+        if only_if_built:
+            return None  # not asked of Triton's builds: the caller builds
         return triton_aot.build(variants, _build_dir(build_cfg, Path(root).resolve()), int(build_cfg.get("jobs", 0) or 0),
                                 kernel, root, target_arch(str(build_cfg.arch), kernel), BuildResult)
     root = Path(root).resolve()
@@ -74,12 +77,17 @@ def build(variants: list, build_cfg, kernel, root) -> dict[str, BuildResult]:
     if capped and not any(v.is_base for v in first):
         raise BuildError(f"{capped[0].name}: a register cap is a fraction of the base's registers: "
                          "build the base alongside it")
-    results = _build_once(first, build_cfg, kernel, root, build_dir) if first else {}
+    results = _build_once(first, build_cfg, kernel, root, build_dir, only_if_built=only_if_built) if first else {}
+    if results is None:
+        return None
     if capped:
         base = results[next(v for v in first if v.is_base).name]
         if base.ok:
-            results.update(_build_once(capped, build_cfg, kernel, root, build_dir,
-                                       base_regs=base.ptxas["max_registers"]))
+            more = _build_once(capped, build_cfg, kernel, root, build_dir, base_regs=base.ptxas["max_registers"],
+                               only_if_built=only_if_built)
+            if more is None:
+                return None
+            results.update(more)
         else:
             for v in capped:
                 results[v.name] = BuildResult(v.name, "build_failed", build_dir / "none.so",
@@ -89,7 +97,8 @@ def build(variants: list, build_cfg, kernel, root) -> dict[str, BuildResult]:
     return results
 
 
-def _build_once(variants, build_cfg, kernel, root: Path, build_dir: Path, base_regs=None) -> dict:
+def _build_once(variants, build_cfg, kernel, root: Path, build_dir: Path, base_regs=None,
+                only_if_built=False) -> dict | None:
     arch, edges = _plan(variants, build_cfg, kernel, root, base_regs)
 
     if all(_up_to_date(build_dir, digest, root) for digest in edges):
@@ -97,6 +106,8 @@ def _build_once(variants, build_cfg, kernel, root: Path, build_dir: Path, base_r
         # find, without starting it (a sweep's jobs each ask again for what its callback built).
         return {variant.name: _result(variant, build_dir, digest, arch, cached=True)
                 for digest, (variant, _) in edges.items()}
+    if only_if_built:
+        return None
     ninja_file = build_dir / "build.ninja"
     with open(build_dir / ".lock", "w") as lock:
         # One build at a time per directory: ninja's own logs are not safe to share.

@@ -99,6 +99,12 @@ def _try_lock(gpu, folder):
         return None
 
 
+def try_lock(gpu):
+    """The lock of `gpu` where no other job holds it now (a descriptor: closing it lets the
+    GPU go), else None; never waits."""
+    return _try_lock(gpu, lock_dir())
+
+
 @contextlib.contextmanager
 def claim(prefer=None, gpus=None, poll_s=0.5):
     """A GPU of this host to this job alone, for the `with` block: `prefer` first (the Gpu the

@@ -126,8 +126,10 @@ class Worker:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.connect(_address(self.key))
-            pid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                      struct.calcsize("3i")))[0]
+            pid, uid, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                               struct.calcsize("3i")))
+            if uid != os.getuid():  # another user's process took the name: not ours to use
+                raise ConnectionError(f"the socket's owner is uid {uid}")
             sock.settimeout(10)
             socket.send_fds(sock, [b'{"attach": true}\n'], [self.log.fileno()])
             reply = b""
@@ -315,6 +317,29 @@ def plan_ahead(specs):
     one job while the child times the next). `plan_ahead([])` ends it."""
     global _plan
     _plan = list(specs)
+
+
+def send_ahead(spec) -> bool:
+    """Hand `spec` to this process's child now, behind those sent already, where the child is
+    started and its GPU is free to claim at once (the claim is then held, as for any spec in
+    flight, until the jobs have read their answers): the sweep's callback sends its first
+    jobs as soon as each is worked out and found built, so that the GPU times them while the
+    callback composes the rest (~2-3 s on the H100's host for 21 jobs: docs/benchmarks.md,
+    "Sweep speed"). Whether it was sent (False: the job sends it when it runs, as before)."""
+    from ablate.gpu import gpus
+
+    global _held
+    if _worker is None or not _worker.alive() or _worker.gpu is None:
+        return False
+    if _held is None:
+        fd = gpus.try_lock(_worker.gpu)
+        if fd is None:  # another job times on it: this sweep's jobs claim one as they run
+            return False
+        stack = contextlib.ExitStack()
+        stack.callback(os.close, fd)
+        _held = (stack, _worker.gpu)
+    _worker._send(spec)
+    return True
 
 
 def _next_planned(spec):

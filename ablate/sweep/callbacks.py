@@ -60,6 +60,35 @@ def read_sass_ahead(jobs, variants, results):
                 pass  # the job that reads it says so, as it would have without this
 
 
+def send_built_ahead(most=4):
+    """each(job) for jobs_of_sweep: the spec of each job, as soon as it is worked out, sent to
+    the GPU worker (worker.send_ahead) while the jobs before it were and its variants are
+    built already (pipeline.built_wire), up to `most` at once: the GPU times the first jobs
+    while the rest are composed (the warm README sweep's first answer came ~2 s after the
+    build's line on the H100, its first jobs' specs known ~2 s before it: docs/benchmarks.md,
+    "Sweep speed"). The first job that is not built, or that reads counters (ncu would profile
+    it while the child times the next), or that the worker cannot take, ends it: the plan
+    after the build sends the rest, as before."""
+    from ablate.build.compile import BuildError
+    from ablate.gpu.worker import send_ahead
+    from ablate.pipeline import built_wire
+
+    sent, going = [], [True]
+
+    def each(job):
+        if not going[0] or len(sent) >= most:
+            return
+        try:
+            wire = None if job.bench.get("profile") else built_wire(job)
+        except BuildError:  # the sweep's build says so
+            wire = False
+        if job.bench.get("profile") or wire is False or (wire is not None and not send_ahead(wire)):
+            going[0] = False
+        elif wire is not None:
+            sent.append(wire)
+    return each
+
+
 class SweepSetup(Callback):
     def __init__(self):
         self.run_id = self.server = self.progress = None
@@ -97,7 +126,7 @@ class SweepSetup(Callback):
         # Bad input stops the sweep here, before anything is built or recorded: every job is
         # worked out now, from its own config, as it will be when it runs.
         try:
-            jobs = jobs_of_sweep(config)
+            jobs = jobs_of_sweep(config, each=send_built_ahead() if early else None)
         except ValueError as e:
             raise SystemExit(f"ablate: {e}") from None
         try:  # a store that cannot be written stops the sweep here too, before anything is built

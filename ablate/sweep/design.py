@@ -46,22 +46,28 @@ def sweep_jobs(config) -> list[list[str]]:
     return jobs
 
 
-def job_configs(config, jobs=None) -> list:
+def job_configs(config, jobs=None):
     """Each job's composed config, in job order (`jobs`: sweep_jobs' list), composed with
-    Hydra's own loader: exactly what that job will see."""
+    Hydra's own loader: exactly what that job will see. One at a time, as they are asked for."""
     from hydra.core.global_hydra import GlobalHydra
 
     loader = GlobalHydra.instance().config_loader()
-    return [loader.load_sweep_config(master_config=config, sweep_overrides=list(overrides))
-            for overrides in (sweep_jobs(config) if jobs is None else jobs)]
+    return (loader.load_sweep_config(master_config=config, sweep_overrides=list(overrides))
+            for overrides in (sweep_jobs(config) if jobs is None else jobs))
 
 
-def jobs_of_sweep(config, jobs=None) -> list:
-    """The Job of every job of a multirun, in job order; ValueError naming the first bad one."""
+def jobs_of_sweep(config, jobs=None, each=None) -> list:
+    """The Job of every job of a multirun, in job order; ValueError naming the first bad one.
+    `each(job)`, where given, is called with each as soon as it is worked out (the callback
+    sends the first ones to the GPU worker while it composes the rest)."""
     from ablate.job.job import make_job
 
-    return [make_job(cfg, OmegaConf.select(cfg, "hydra.runtime.choices.shape", default=None))
-            for cfg in job_configs(config, jobs)]
+    out = []
+    for cfg in job_configs(config, jobs):
+        out.append(make_job(cfg, OmegaConf.select(cfg, "hydra.runtime.choices.shape", default=None)))
+        if each is not None:
+            each(out[-1])
+    return out
 
 
 def variants_of_sweep(jobs) -> list:
