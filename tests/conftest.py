@@ -78,6 +78,15 @@ def session_build_dir() -> Path:
     return Path(os.environ.get(BUILD_DIR_ENV) or ROOT / "runs" / "build" / "tests")
 
 
+def kept_build_dir(name: str) -> Path:
+    """A build folder of its own for one test, kept between sessions beside the session's
+    build (session_build_dir()/kept/<name>): for a test whose build is the means, not what it
+    checks (a sweep whose records it reads, a library whose report it reads), so that a later
+    run compiles only what changed, as the session's build does. A test of the build itself
+    (what is compiled, when, its failures) builds into its own tmp_path."""
+    return session_build_dir() / "kept" / name
+
+
 def _nvcc_wrapper(folder: Path) -> Path:
     """nvcc through a script that counts this session's compiles (into the file CALLS_ENV
     names: per session, so that sessions sharing the build dir count their own); the same
