@@ -56,10 +56,31 @@ def _no_writes_to_the_real_store(tmp_path_factory):
         yield uri
 
 
+@pytest.fixture(scope="session")
+def empty_store(tmp_path_factory):
+    """make(path) -> the URI of a new, empty MLflow sqlite store at `path`: a copy of one made
+    once per test process. MLflow makes a new store's schema by running each of its migrations
+    in turn (~1.3 s of CPU on the 2-core machine), which every test's store would repeat; the
+    copy is the file a new store is. A test of how a store comes to be makes its own."""
+    made = {}
+
+    def make(path):
+        if "file" not in made:
+            from mlflow import MlflowClient
+
+            made["file"] = tmp_path_factory.mktemp("empty_store") / "mlflow.db"
+            MlflowClient(f"sqlite:///{made['file']}").search_experiments()  # the schema, made
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(made["file"], path)
+        return f"sqlite:///{path}"
+    return make
+
+
 @pytest.fixture
-def mlflow_store(tmp_path, monkeypatch):
+def mlflow_store(tmp_path, monkeypatch, empty_store):
     """A fresh, empty MLflow store for one test: its tracking URI (also set as MLFLOW_TRACKING_URI)."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = empty_store(tmp_path / "mlflow.db")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     return uri
 
@@ -79,6 +100,15 @@ def session_build_dir() -> Path:
     (~520 s on 2 cores: docs/benchmarks.md, "Sweep speed"); the next only what changed.
     `make clean` empties it."""
     return Path(os.environ.get(BUILD_DIR_ENV) or ROOT / "runs" / "build" / "tests")
+
+
+def kept_build_dir(name: str) -> Path:
+    """A build folder of its own for one test, kept between sessions beside the session's
+    build (session_build_dir()/kept/<name>): for a test whose build is the means, not what it
+    checks (a sweep whose records it reads, a library whose report it reads), so that a later
+    run compiles only what changed, as the session's build does. A test of the build itself
+    (what is compiled, when, its failures) builds into its own tmp_path."""
+    return session_build_dir() / "kept" / name
 
 
 def _nvcc_wrapper(folder: Path) -> Path:

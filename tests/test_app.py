@@ -14,15 +14,16 @@ from mlflow import MlflowClient
 
 from ablate.gpu import gpu_state
 from ablate.gpu.worker import _describe_exit, run_worker
+from conftest import kept_build_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 FALLBACK = "mode=gpu falls back to mode=static"
 
 
 @pytest.fixture(scope="session")
-def build_dir(tmp_path_factory):
-    """One build dir for every app run of the session: the base is compiled once."""
-    return tmp_path_factory.mktemp("build")
+def build_dir():
+    """One build dir for every app run, kept between sessions: the base is compiled once."""
+    return kept_build_dir("app")
 
 
 def run_app(tmp_path, build_dir, *args):

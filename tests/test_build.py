@@ -21,6 +21,7 @@ from ablate.build.library import Kernel
 from ablate.build.compile import (ARCH_RE, BuildError, build, compile_command,
                           library_path, resolve_arch)
 from ablate.job.variant import variant_from_cfg
+from conftest import kept_build_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ("attention", "rmsnorm", "attention_hopper", "cutlass_gemm")  # conftest.KERNELS
@@ -357,13 +358,14 @@ def test_missing_nvcc_or_a_bad_flag_stops_the_build(tmp_path):
     assert not (tmp_path / "runs/build/build.ninja").exists()
 
 
-def test_the_base_builds_for_every_ampere_and_ada_target_too(tmp_path):
+def test_the_base_builds_for_every_ampere_and_ada_target_too():
     # Issue 2: one source for sm_80, sm_86, sm_89 and sm_90 (mma.sync only, shared memory
-    # under sm_86/89's 99 KB per-block limit). sm_90 is built by the `built` fixture.
+    # under sm_86/89's 99 KB per-block limit). sm_90 is built by the `built` fixture, and these
+    # are kept as its build is (a library is named by the hash of its inputs, the arch among them).
     cfg = OmegaConf.load(ROOT / "conf" / "config.yaml")
     base = variant_from_cfg(OmegaConf.load(ROOT / "conf" / "pathology" / "none.yaml"), ATTENTION.dir)
     for arch in ("sm_80", "sm_86", "sm_89"):
-        build_cfg = OmegaConf.merge(cfg.build, {"dir": str(tmp_path / arch), "arch": arch})
+        build_cfg = OmegaConf.merge(cfg.build, {"dir": str(kept_build_dir(f"attention_{arch}")), "arch": arch})
         result = build([base], build_cfg, ATTENTION, ROOT)[base.name]
         assert result.status == "built", f"{arch}:\n{result.log}"
         assert f"'sm_{arch[3:]}'" in result.log  # ptxas compiled for that target
@@ -372,14 +374,14 @@ def test_the_base_builds_for_every_ampere_and_ada_target_too(tmp_path):
             assert config["smem_bytes"] <= 99 * 1024, config
 
 
-def test_a_combined_variant_carries_both_pathologies(tmp_path):
+def test_a_combined_variant_carries_both_pathologies():
     # nvcc splits -D values at commas: -DABLATE_PATHOLOGIES=a,b would name only a (and
     # define a stray macro b). The names travel joined by "+".
     cfg = OmegaConf.load(ROOT / "conf" / "config.yaml")
     both = OmegaConf.merge(*(OmegaConf.load(ATTENTION.conf / "pathology" / f"{n}.yaml")
                              for n in ("no_swizzle", "fp32_accum")))
     variant = variant_from_cfg(both, ATTENTION.dir)
-    build_cfg = OmegaConf.merge(cfg.build, {"dir": str(tmp_path), "arch": "sm_90"})
+    build_cfg = OmegaConf.merge(cfg.build, {"dir": str(kept_build_dir("attention_combined")), "arch": "sm_90"})
     result = build([variant], build_cfg, ATTENTION, ROOT)[variant.name]
     assert result.status == "built", result.log
     info = Kernel(result.lib).info()

@@ -17,13 +17,18 @@ from ablate.sweep import server
 ROOT = Path(__file__).resolve().parents[1]
 WRITERS = 8
 
-# One job's log_job, started at the same instant as the others (`start` is a wall-clock time).
+# One job's log_job, started at the same instant as the others: it says it is ready once its
+# imports (mlflow's among them) are done, then waits for the wall-clock time it is sent (the
+# same for all).
 WRITER = """
 import sys, time
 from omegaconf import OmegaConf
-sys.path.insert(0, sys.argv[3])  # the tests' folder: conftest's log_cfg
+sys.path.insert(0, sys.argv[2])  # the tests' folder: conftest's log_cfg
 from conftest import log_cfg
-i, start = int(sys.argv[1]), float(sys.argv[2])
+import ablate.sweep.tracking  # mlflow imported before the start, not by each writer after it
+i = int(sys.argv[1])
+print("ready", flush=True)
+start = float(sys.stdin.readline())
 cfg = OmegaConf.create({"mode": "gpu", "kernel": {"name": "attention", "experiment": "concurrent"},
                         "build": {"arch": "sm_90"},
                         "shape": {"name": "s512", "batch": 4, "heads": 8, "seq": 512, "head_dim": 64, "causal": False},
@@ -37,13 +42,23 @@ print(log_cfg(cfg, result, None))
 
 
 def write_all(uri, tmp_path):
-    """Eight writer processes, all logging at once to `uri`; their outputs."""
+    """Eight writer processes, all logging at once to `uri`; their outputs. Once every one has
+    said it is ready (its imports done, however slow the machine), all are sent one start time,
+    a moment ahead: no fixed wait for the slowest start."""
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONPATH": str(ROOT)}
-    start = time.time() + 15  # every process imported mlflow by then, on a slow machine too
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(i), str(start), str(ROOT / "tests")], cwd=tmp_path, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(i), str(ROOT / "tests")], cwd=tmp_path, env=env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for i in range(WRITERS)]
-    return [p.communicate(timeout=300)[0] for p in procs], procs
+    early = [p.stdout.readline() for p in procs]  # "ready", or the start of what went wrong
+    start = time.time() + 0.5
+    for p in procs:  # every one sent its start before any is waited for
+        try:
+            p.stdin.write(f"{start}\n")
+            p.stdin.flush()
+        except BrokenPipeError:  # it ended before its start: its output says why
+            pass
+    outputs = [("" if line == "ready\n" else line) + p.communicate(timeout=300)[0] for p, line in zip(procs, early)]
+    return outputs, procs
 
 
 def logged_writers(db_uri):

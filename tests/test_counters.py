@@ -227,12 +227,12 @@ def test_the_ncu_command_flushes_caches_and_keeps_the_gpu_clocks():
     assert cmd[-3:] == ["-m", "ablate.gpu.profile_driver", "spec.json"]
 
 
-def test_counter_metrics_are_logged_to_mlflow(tmp_path, monkeypatch):
+def test_counter_metrics_are_logged_to_mlflow(tmp_path, monkeypatch, empty_store):
     from mlflow import MlflowClient
 
     from ablate.sweep import tracking
 
-    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    uri = empty_store(tmp_path / "m.db")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     ncu = _fake_ncu(tmp_path, f"cat '{FIXTURES / 'attention_s512_no_swizzle.csv'}'")
     job = _job(ncu)

@@ -225,11 +225,11 @@ def job_cfg(names, shape):
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory, project_root):
+def store(tmp_path_factory, project_root, empty_store):
     folder = tmp_path_factory.mktemp("interactions_store")
     rng = np.random.default_rng(12)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
+        mp.setenv("MLFLOW_TRACKING_URI", empty_store(folder / "mlflow.db"))
         cfg = job_cfg(None, "s512")
         parent = tracking.start_sweep(cfg, project_root / "runs/hydra/multirun/2026-11-23/12-00-00")
         chosen = design.seam_choice(SEAMS, {"gmem_load": "scalar_loads"})

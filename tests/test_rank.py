@@ -55,11 +55,11 @@ def sweep(sweep_id, mode, jobs, root, kernel=("attention", "flash_attention_fwd"
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory, project_root):
+def store(tmp_path_factory, project_root, empty_store):
     """The filled store's folder; MLFLOW_TRACKING_URI points at it for the module."""
     folder = tmp_path_factory.mktemp("rank_store")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
+        mp.setenv("MLFLOW_TRACKING_URI", empty_store(folder / "mlflow.db"))
         old = sweep(OLD, "gpu", [("none", "s512", timed(1.0)), ("no_swizzle", "s512", timed(1.05))], project_root)
         jobs = []
         for i, shape in enumerate(SHAPES):
@@ -135,12 +135,13 @@ def test_static_table_beside_the_ranking(store, tmp_path):
     assert "Fingerprint FAIL, fp32_accum: fp32_accum: fingerprint sass.hmma_f16: zero does not hold" in text
 
 
-def test_a_static_sweep_of_other_plugin_sources_is_never_shown_beside_a_ranking(tmp_path, monkeypatch, project_root):
+def test_a_static_sweep_of_other_plugin_sources_is_never_shown_beside_a_ranking(tmp_path, monkeypatch, project_root,
+                                                                                empty_store):
     """Two sweeps at one ablate commit but of different plugin code (the user's kernel changed
     between them) are not paired: one line says why there is no static table."""
     from ablate.job import plugins
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", empty_store(tmp_path / "mlflow.db"))
     static = [("none", "s512", {"status": "static", "params": {}, "metrics": BASE_STATIC, "artifacts": {},
                                 "error": None})]
     real = tracking.plugin_provenance
@@ -181,10 +182,10 @@ def test_unknown_sweep_is_a_clear_message(store, capsys):
     assert "Traceback" not in err
 
 
-def test_the_latest_sweep_of_any_kernel_or_of_the_one_named(tmp_path, monkeypatch, project_root, capsys):
+def test_the_latest_sweep_of_any_kernel_or_of_the_one_named(tmp_path, monkeypatch, project_root, capsys, empty_store):
     """Each kernel logs to its own experiment: `make rank` takes the latest sweep of any of
     them, `--kernel` (KERNEL=name make rank) the latest of one."""
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", empty_store(tmp_path / "mlflow.db"))
     sweep("2025-02-01/10-00-00", "gpu", [("none", "r16_h4k", timed(1.0)), ("scalar_loads", "r16_h4k", timed(1.4))],
           project_root, kernel=("rmsnorm", "rmsnorm_fwd"))
     sweep("2025-02-01/11-00-00", "gpu", [("none", "s512", timed(1.0)), ("no_swizzle", "s512", timed(2.2))],
@@ -214,8 +215,8 @@ def calibration_cfg(name, shape, truth):
     return cfg
 
 
-def test_calibrations_get_a_table_that_says_whether_the_truth_is_covered(tmp_path, monkeypatch, project_root):
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+def test_calibrations_get_a_table_that_says_whether_the_truth_is_covered(tmp_path, monkeypatch, project_root, empty_store):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", empty_store(tmp_path / "mlflow.db"))
     parent = tracking.start_sweep(job_cfg("none", "r16k_h8k", "gpu", ("rmsnorm", "rmsnorm_fwd")),
                                   project_root / "runs/hydra/multirun/2025-03-01/10-00-00")
     log_cfg(job_cfg("none", "r16k_h8k", "gpu", ("rmsnorm", "rmsnorm_fwd")), replicated(1.0, 0.999, 1.001), parent)
@@ -232,10 +233,10 @@ def test_calibrations_get_a_table_that_says_whether_the_truth_is_covered(tmp_pat
     assert " reps " in ranking and "precision" in ranking  # what the interval stands on
 
 
-def test_a_calibration_sweep_alone_is_not_an_empty_sweep(tmp_path, monkeypatch, project_root):
+def test_a_calibration_sweep_alone_is_not_an_empty_sweep(tmp_path, monkeypatch, project_root, empty_store):
     """`make calibrate` times only the calibrations: rank shows their table and nothing that
     says the sweep is empty."""
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", empty_store(tmp_path / "mlflow.db"))
     parent = tracking.start_sweep(job_cfg("none", "r16k_h8k", "gpu", ("rmsnorm", "rmsnorm_fwd")),
                                   project_root / "runs/hydra/multirun/2025-03-02/10-00-00")
     log_cfg(calibration_cfg("twice", "r16k_h8k", 2.0), replicated(1.998, 1.995, 2.004), parent)
@@ -247,10 +248,10 @@ def test_a_calibration_sweep_alone_is_not_an_empty_sweep(tmp_path, monkeypatch, 
 
 
 def test_a_static_sweep_alone_says_what_to_run_next_and_the_arch_of_its_occupancy(tmp_path, monkeypatch,
-                                                                                   project_root):
+                                                                                   project_root, empty_store):
     """`make rank` after `make static` (no GPU, no timed sweep at the commit): the static table
     with the arch its occupancy is for, and one line saying a timed sweep needs a GPU."""
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", empty_store(tmp_path / "mlflow.db"))
     sweep("2025-06-01/10-00-00", "static", [
         ("none", "s512", {"status": "static", "params": {}, "metrics": BASE_STATIC, "artifacts": {}, "error": None}),
         ("tiny_blocks", "s512", {"status": "static", "params": {"arch": "sm_90"}, "artifacts": {}, "error": None,
@@ -265,10 +266,10 @@ def test_a_static_sweep_alone_says_what_to_run_next_and_the_arch_of_its_occupanc
     assert "occupancy for sm_90" in (tmp_path / "rank.md").read_text()
 
 
-def test_compare_two_sweeps(tmp_path, monkeypatch, project_root, capsys):
+def test_compare_two_sweeps(tmp_path, monkeypatch, project_root, capsys, empty_store):
     """The same jobs in two sweeps: each slowdown with both intervals, and the jobs whose
     intervals do not overlap flagged."""
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", empty_store(tmp_path / "mlflow.db"))
     sweep("2025-04-01/10-00-00", "gpu", [("none", "s512", replicated(1.0, 0.999, 1.001)),
                                          ("no_swizzle", "s512", replicated(2.237, 2.236, 2.239)),
                                          ("fp32_accum", "s512", replicated(1.06, 1.05, 1.07)),

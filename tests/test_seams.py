@@ -11,6 +11,7 @@ from ablate.job import plugins
 from ablate.job.variant import VariantError, variant_from_cfg
 from ablate.paths import ROOT
 from ablate.pipeline import seam_problems
+from conftest import kept_build_dir
 
 RMSNORM_SEAMS = ["vector", "access", "reduce", "residency", "launch", "math"]
 
@@ -49,12 +50,12 @@ def test_a_patch_seam_is_read_from_the_patch_not_the_yaml():
     assert variant_from_cfg(pathology, plugins.load("rmsnorm").dir).seams == {"smem_reduce": "reduce"}
 
 
-def test_static_mode_holds_a_patch_to_the_seam_the_library_reports(tmp_path):
+def test_static_mode_holds_a_patch_to_the_seam_the_library_reports():
     """The library's own report of its seams (ABLATE_SEAMS_JSON, from the base's
     declarations) against the seams the patches replace: a patch whose #define never takes
     effect is caught; a real one passes."""
     plugin = plugins.load("rmsnorm")
-    cfg = plugins.compose("rmsnorm", [f"build.dir={tmp_path}", "build.jobs=2"])
+    cfg = plugins.compose("rmsnorm", [f"build.dir={kept_build_dir('rmsnorm_seams')}", "build.jobs=2"])
     base = variant_from_cfg({"none": None}, plugin.dir)
     real = variant_from_cfg(OmegaConf.to_container(plugins.compose("rmsnorm", ["pathology=smem_reduce"]).pathology),
                             plugin.dir)

@@ -15,8 +15,6 @@ import re
 import subprocess
 from pathlib import Path, PurePosixPath
 
-from mlflow import MlflowClient
-from mlflow.entities import Metric, Param, RunStatus
 from omegaconf import OmegaConf
 
 from ablate.job.result import GOOD_STATUSES, STATUSES, Result
@@ -24,6 +22,8 @@ from ablate.job.variant import BASE
 from ablate.paths import ROOT, RUNS
 
 log = logging.getLogger(__name__)
+# mlflow (~1 s to import: pandas among its imports) is imported where a run is logged, not with
+# this module: a run that bad input stops before anything is recorded never needs it.
 # MLflow's client prints a "View run ... at" line per run when the store is a server: one per
 # job, between ablate's own lines (the UI: ablate ui).
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
@@ -163,6 +163,8 @@ def sweep_id(sweep_dir):
 def start_sweep(cfg, sweep_dir):
     """Create the parent run of a multirun and return its id. Raises when the store cannot be
     written: a sweep that cannot record anything should stop before it uses the GPU."""
+    from mlflow import MlflowClient
+
     uri = tracking_uri(cfg)
     client = MlflowClient(tracking_uri=uri)
     sid = sweep_id(sweep_dir)
@@ -196,6 +198,8 @@ def end_sweep(run_id, status="FINISHED", cfg=None):
     if status not in ("FINISHED", "FAILED", "KILLED"):
         raise ValueError(f"end_sweep: status must be FINISHED, FAILED or KILLED, got {status!r}")
     try:
+        from mlflow import MlflowClient
+
         MlflowClient(tracking_uri=tracking_uri(cfg)).set_terminated(run_id, status)
     except Exception as e:
         log.error("MLflow: could not mark sweep run %s %s: %s", run_id, status, e)
@@ -206,6 +210,9 @@ def log_job(job, result, parent_run_id=None):
     or None when the store could not even create the run (the result is then saved as JSON)."""
     if not isinstance(result, Result):
         raise TypeError(f"log_job: result must be a Result, got {type(result).__name__}")
+    from mlflow import MlflowClient
+    from mlflow.entities import RunStatus
+
     cfg = job.cfg
     problems = []
     if result.status not in STATUSES:
@@ -299,6 +306,8 @@ def job_tags(job, result, params, client, parent_run_id):
 def _log_batches(client, run_id, params, result, problems):
     """Params and metrics in batches; a rejected batch is retried one entry at a time so
     that one bad value costs only itself."""
+    from mlflow.entities import Param
+
     entries = [("param", Param(k, v)) for k, v in params.items()]
     entries += [("metric", m) for m in _metrics(result, problems)]
     for i in range(0, len(entries), BATCH):
@@ -326,6 +335,8 @@ def _log_artifacts(client, run_id, result, problems):
 
 
 def _metrics(result, problems):
+    from mlflow.entities import Metric
+
     now = int(datetime.datetime.now().timestamp() * 1000)
     out = []
     for k, v in result.metrics.items():
@@ -421,6 +432,7 @@ def log_interactions(sweep_run_id, results, files, n_jobs, method):
     interaction, Shapley value and everything-off slowdown as metrics and the tables and
     figures as artifacts. Once per sweep and job count: a run is only ever added. Returns a
     line saying where, or None."""
+    from mlflow import MlflowClient
     from mlflow.entities import Metric
 
     client = MlflowClient()
