@@ -120,6 +120,7 @@ COMMANDS = {
     "new-kernel": ("ablate.tools.new_kernel", "main", "a minimal kernel plugin to start from"),
     "benchmark": ("ablate.tools.benchmark", "main", "the base against the kernel's peers and the GPU's ceiling"),
     "sanitize": ("ablate.tools.sanitize", "main", "compute-sanitizer on every variant"),
+    "stop-workers": ("ablate.gpu.worker", "stop_kept", "end your kept GPU workers now (keep_worker_s)"),
 }
 
 

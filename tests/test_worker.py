@@ -450,3 +450,28 @@ def test_stop_worker_says_once_that_the_child_is_kept(tmp_path, monkeypatch, cap
         f"the GPU worker is kept for {LONG} s for the next run (keep_worker_s=0: ended with the run)"]
     assert alive(pid)
     os.killpg(pid, signal.SIGKILL)
+
+
+def test_stop_workers_ends_the_kept_children_and_leaves_a_busy_one(tmp_path, monkeypatch, capsys):
+    """Only this test's two children are asked to end (`keys`): other tests' kept children
+    may be waiting at the same time, which the command itself would end too."""
+    idle = keep_one(tmp_path / "a", monkeypatch)
+    keys = [worker.child_key(Worker(STUB).command, {**os.environ, "ABLATE_TEST_KEY": str(tmp_path / k)})
+            for k in ("a", "b")]
+    busy_pid = keep_one(tmp_path / "b", monkeypatch)
+    busy = kept(tmp_path / "b", monkeypatch)
+    assert busy.run({"do": "ok"}, LONG).params["worker_pid"] == busy_pid
+    assert keys[0] in worker.kept_keys() and keys[1] not in worker.kept_keys()  # serving a run: not listening
+    assert worker.stop_kept([], keys=keys) == 0
+    assert capsys.readouterr().out.strip() == f"ended 1 kept GPU worker: pid {idle}"
+    assert wait_dead(idle) and alive(busy_pid) and keys[0] not in worker.kept_keys()
+    busy.stop()
+    assert wait_dead(busy_pid)
+    worker.stop_kept([], keys=keys)
+    assert capsys.readouterr().out.strip() == "ended 0 kept GPU workers"
+
+
+def test_stop_workers_is_a_command():
+    proc = subprocess.run([sys.executable, "-m", "ablate", "stop-workers", "--help"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=LONG)
+    assert proc.returncode == 0 and "end this user's kept GPU workers now" in proc.stdout

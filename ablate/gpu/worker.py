@@ -52,6 +52,7 @@ import tempfile
 import threading
 import time
 import traceback
+from pathlib import Path
 
 from ablate.job.result import Result
 from ablate.paths import ROOT
@@ -816,6 +817,38 @@ def _warm():
     from scipy import stats  # noqa: F401 (the interval's t quantile, ablate/gpu/stats.py: for its import time)
 
     from ablate.gpu import check, timing  # noqa: F401 (imported for their import time)
+
+
+def kept_keys():
+    """The keys of this user's kept children waiting now (Linux lists abstract sockets in
+    /proc/net/unix); a child serving a run does not listen, so it is not among them."""
+    named = "@" + _address("")[1:]  # how the table writes the abstract namespace's names
+    try:
+        lines = Path("/proc/net/unix").read_text().splitlines()[1:]
+    except OSError:
+        return []
+    # Flags 00010000: listening (a child serving a run has its connection under the same name).
+    names = {f[7] for f in map(str.split, lines) if len(f) == 8 and f[3] == "00010000"}
+    return sorted(n[len(named):] for n in names if n.startswith(f"{named}{os.getuid()}-"))
+
+
+def stop_kept(argv=(), keys=None):
+    """`ablate stop-workers`: end this user's kept GPU workers now (each waits keep_worker_s
+    idle seconds otherwise, holding ~0.8 GB of its GPU's memory); one serving a run is left to
+    it. `keys`: only those (tests), of those waiting."""
+    import argparse
+
+    argparse.ArgumentParser(prog="ablate stop-workers", description=stop_kept.__doc__.split("\n\n")[0]).parse_args(argv)
+    ended = []
+    for key in (k for k in kept_keys() if keys is None or k in keys):
+        w = Worker()
+        w.key, w.log = key, tempfile.TemporaryFile()
+        if w._attach():
+            ended.append(w.pid)
+            w.stop()
+    print(f"ended {len(ended)} kept GPU worker{'s' if len(ended) != 1 else ''}"
+          f"{': pid ' + ', '.join(map(str, ended)) if ended else ''}")
+    return 0
 
 
 def main(argv):
