@@ -191,11 +191,14 @@ def read_sass(lib):
 def gpu_available():
     """(True, None) when a CUDA device is visible, else (False, why): as the kept GPU worker
     this process attached to found it, where there is one (ablate/gpu/worker.py: no torch to
-    import here), else as torch says here."""
+    import here), else as torch says here, unless this machine has no NVIDIA device at all."""
+    from ablate.build.compile import no_nvidia_device
     from ablate.gpu.worker import cuda_seen
 
     if (seen := cuda_seen()) is not None:
         return tuple(seen)
+    if no_nvidia_device():  # no torch to import to learn that (compile.no_nvidia_device)
+        return False, "no CUDA device is visible (this machine has no NVIDIA device)"
     try:
         import torch
     except ImportError:

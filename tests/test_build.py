@@ -9,6 +9,8 @@ or two.
 """
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -465,3 +467,45 @@ def test_a_missing_header_library_is_a_clear_build_error(tmp_path):
     p.kernel.spec = SimpleNamespace(FLAGS="-DNDEBUG")
     with pytest.raises(BuildError, match=r"spec.FLAGS must be a list"):
         compile_command(p.base, p.build_cfg, p.kernel, "sm_90", p.root)
+
+
+def test_no_torch_is_asked_for_the_arch_where_linux_has_no_nvidia_device(tmp_path, monkeypatch):
+    """A CPU machine (no nvidia-smi, no device file): the arch is the default without a child
+    that imports torch (~2.4 s of every run's start there); where a device file exists and
+    nvidia-smi cannot say, torch is still asked."""
+    from ablate.build import compile as compile_module
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the device files are Linux's")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi
+    asked = []
+    real_run = subprocess.run
+
+    def run(args, *a, **k):
+        if args[0] == sys.executable:
+            asked.append(args)
+            return subprocess.CompletedProcess(args, 0, stdout="sm_86\n", stderr="")
+        return real_run(args, *a, **k)
+    monkeypatch.setattr(compile_module.subprocess, "run", run)
+    monkeypatch.setattr(compile_module, "NVIDIA_DEVICE_FILES", (str(tmp_path / "nvidiactl"),))
+    compile_module.gpu_arch.cache_clear()
+    try:
+        assert compile_module.gpu_arch() is None and asked == []
+        (tmp_path / "nvidiactl").touch()  # a device, and nvidia-smi cannot say which: torch is asked
+        compile_module.gpu_arch.cache_clear()
+        assert compile_module.gpu_arch() == "sm_86" and len(asked) == 1
+    finally:
+        compile_module.gpu_arch.cache_clear()
+
+
+def test_whether_cuda_is_there_needs_no_torch_where_linux_has_no_nvidia_device(tmp_path, monkeypatch):
+    from ablate import pipeline
+    from ablate.build import compile as compile_module
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the device files are Linux's")
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` would fail: it must not be tried
+    monkeypatch.setattr(compile_module, "NVIDIA_DEVICE_FILES", (str(tmp_path / "nvidiactl"),))
+    assert pipeline.gpu_available() == (False, "no CUDA device is visible (this machine has no NVIDIA device)")
+    (tmp_path / "nvidiactl").touch()
+    assert pipeline.gpu_available() == (False, "torch is not installed")

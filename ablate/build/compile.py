@@ -378,10 +378,13 @@ def gpu_arch() -> str | None:
     """The visible GPU's sm_XY: nvidia-smi's compute capability of the first GPU that
     CUDA_VISIBLE_DEVICES leaves visible, else asked of torch in a child process (so this
     process never initialises CUDA before forking workers; the child took ~5 s of a warm
-    sweep's start on the H100's host); None without one."""
+    sweep's start on the H100's host); None without one, and without asking torch where
+    this Linux machine has no NVIDIA device at all (no_nvidia_device)."""
     decided, arch = _smi_arch()
     if decided:
         return arch
+    if no_nvidia_device():
+        return None
     probe = ("import torch\n"
              "if torch.cuda.is_available():\n"
              "    print('sm_%d%d' % torch.cuda.get_device_capability())")
@@ -404,6 +407,20 @@ def resolve_arch(arch: str) -> str:
     if not ARCH_RE.match(arch):
         raise BuildError(f"build.arch={arch!r}: expected auto or sm_XY (e.g. sm_80, sm_90a)")
     return arch
+
+
+# The device files through which the CUDA driver reaches an NVIDIA GPU on Linux (WSL2: /dev/dxg).
+NVIDIA_DEVICE_FILES = ("/dev/nvidiactl", "/dev/dxg")
+
+
+def no_nvidia_device() -> bool:
+    """Whether this is a Linux machine where CUDA cannot reach any GPU: none of its device
+    files exist (a container given no GPU, a CPU machine). Then nothing needs torch to say
+    so: its import, in a child for the arch and in the run for whether CUDA is there, took
+    most of a single job's start on this project's 2-core CPU machine (`ablate
+    pathology=scalar_loads shape=s512`, falling back to static: 10.4 s -> 5.3 s;
+    docs/benchmarks.md, "Sweep speed"). False where it cannot tell (another OS)."""
+    return sys.platform.startswith("linux") and not any(os.path.exists(f) for f in NVIDIA_DEVICE_FILES)
 
 
 def _smi_arch() -> tuple[bool, str | None]:
