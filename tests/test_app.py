@@ -207,3 +207,40 @@ def test_timed_wire_is_the_spec_run_job_sends_and_none_where_it_stops_before(mon
     assert pipeline.timed_wire(job, {job.base.name: built[job.base.name]}) is None  # not built at all
     monkeypatch.setattr(pipeline, "effective_mode", lambda mode, plugin=None: "static")
     assert pipeline.timed_wire(job, built) is None  # no GPU: static, never timed
+
+
+
+def test_a_single_timed_job_sends_its_spec_then_opens_the_store_while_the_gpu_works(tmp_path, monkeypatch):
+    """__main__.time_ahead: the spec goes to the GPU child first (sent once: run_job's
+    run_worker then only reads its answer), and the MLflow store is opened while the child
+    works on it; nothing is opened where the spec could not be sent, or is not known yet."""
+    from types import SimpleNamespace
+
+    import ablate.__main__ as app
+    from ablate import pipeline
+    from ablate.gpu import gpus, worker
+    from ablate.sweep import tracking
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi: one stand-in GPU below
+    gpu = gpus.Gpu("0", "GPU-test", "stand-in")
+    monkeypatch.setattr(gpus, "visible", lambda: [gpu])
+    monkeypatch.setenv(gpus.LOCK_DIR_ENV, str(tmp_path / "locks"))
+    monkeypatch.setattr(worker, "_worker", worker.Worker(handler="tests.test_worker:stub"))
+    spec, job = {"do": "stamp", "tag": "one", "s": 1.0}, SimpleNamespace(cfg=None, experiment="e")
+    monkeypatch.setattr(pipeline, "built_wire", lambda j: spec if j is job else None)
+    opened = []
+    monkeypatch.setattr(tracking, "open_store", lambda cfg, name: opened.append(list(worker._worker.sent)))
+    try:
+        worker.prestart_worker()
+        app.time_ahead(job)
+        assert opened == [[spec]]  # opened while the spec was with the child, before its answer
+        first = worker.run_worker(spec, 60)
+        assert first.status == "ok" and first.params["tag"] == "one" and worker._worker.sent == []
+    finally:
+        worker.stop_worker(grace=0)
+    opened.clear()
+    monkeypatch.setattr(worker, "send_ahead", lambda wire: False)  # the worker cannot take it now
+    app.time_ahead(job)
+    monkeypatch.setattr(pipeline, "built_wire", lambda j: False)  # a variant to build first
+    app.time_ahead(job)
+    assert opened == []

@@ -316,3 +316,14 @@ def test_a_relative_sqlite_uri_keeps_its_query(monkeypatch):
     cfg = OmegaConf.create({"mlflow": {"tracking_uri": "sqlite:///runs/mlflow.db?timeout=30"}})
     uri = tracking.tracking_uri(cfg)
     assert uri == "sqlite:///" + str(tracking.ROOT / "runs" / "mlflow.db") + "?timeout=30"
+
+
+def test_open_store_makes_the_experiment_ahead_and_leaves_a_failure_to_log_job(tmp_path, monkeypatch, empty_store):
+    """What a single timed job opens while the GPU works (__main__.time_ahead): the store and
+    its experiment, so that the record only writes; a store it cannot open raises nothing there."""
+    uri = empty_store(tmp_path / "mlflow.db")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    tracking.open_store(job_cfg(), "ahead_exp")
+    assert MlflowClient(uri).get_experiment_by_name("ahead_exp") is not None
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////proc/x/mlflow.db")
+    tracking.open_store(job_cfg(), "ahead_exp")  # log_job meets it and keeps the result (test above)

@@ -5,6 +5,7 @@ fails is reported (a log line and a `log_errors` tag) and the rest of the job is
 when anything failed, the whole result is also saved as JSON in `runs/unlogged/`, so a
 broken store never loses a measurement.
 """
+import contextlib
 import datetime
 import json
 import logging
@@ -60,6 +61,21 @@ def check_store(cfg=None):
             raise StoreError(f"the MLflow store {uri} cannot be written: {unwritable[0]} is not writable "
                              "(set MLFLOW_TRACKING_URI or mlflow.tracking_uri to one that is)")
     return uri
+
+
+def open_store(cfg, experiment):
+    """Import mlflow and open the store of `cfg` (its client, the id of `experiment`), so that
+    a job's record afterwards only writes: a single timed job does this while the GPU times it
+    (ablate/__main__.py, time_ahead). On this project's 2-core CPU machine a job's record after
+    its answer took 3.5-3.6 s, most of it mlflow's import and the store's first use (the
+    SQLAlchemy engine, the schema's check). A failure here is left to log_job, which meets it
+    again and reports it."""
+    with contextlib.suppress(Exception):
+        from mlflow import MlflowClient  # MLflow keeps the store per URI: log_job's client finds it open
+        from mlflow.entities import Metric, Param, RunStatus  # noqa: F401 (log_job's)
+
+        uri = tracking_uri(cfg)
+        experiment_id(MlflowClient(tracking_uri=uri), experiment, uri)
 
 
 def tracking_uri(cfg=None):
