@@ -148,6 +148,32 @@ COMMANDS = {
 }
 
 
+def entry():
+    """The `ablate` command and `python -m ablate`: cli(), then end_now()."""
+    cli()
+    end_now()
+
+
+def end_now():
+    """End this process now that its run is over, without Python's teardown of the modules it
+    loaded (mlflow, SQLAlchemy, pandas, Hydra): ~1 s after the last line on this project's
+    2-core CPU machine (docs/benchmarks.md, "Sweep speed"). The exit handlers run first
+    (logging's among them: every log file is whole; the GPU worker's), and the standard
+    streams are flushed. Where a thread other than the main one still runs (a launcher's
+    pool, say), it returns instead, and the usual exit waits for that thread."""
+    import atexit
+    import contextlib
+    import threading
+
+    if any(t is not threading.main_thread() and t.is_alive() and not t.daemon for t in threading.enumerate()):
+        return
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(0)
+
+
 def cli(argv=None):
     """The `ablate` command and `python -m ablate`: a tool of COMMANDS when the first word
     names one; else the kernel of the command line is shown to Hydra, then the app runs."""
@@ -188,4 +214,4 @@ if __name__ == "__main__":
     # to other processes (conf/hydra/launcher/) pickles `main` by its module's name.
     import importlib
 
-    importlib.import_module("ablate.__main__").cli()
+    importlib.import_module("ablate.__main__").entry()
