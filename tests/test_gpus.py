@@ -173,13 +173,14 @@ def test_specs_sent_ahead_by_the_callback_are_answered_to_their_jobs_on_a_claime
         worker.stop_worker()
 
 
-def test_the_callback_sends_the_first_built_jobs_ahead_and_stops_at_one_not_built(monkeypatch):
+def test_the_callback_sends_the_built_jobs_ahead_and_stops_at_one_not_built(monkeypatch):
     from types import SimpleNamespace
 
     from ablate import pipeline
     from ablate.sweep import callbacks
 
-    sent = []
+    sent, drained = [], []
+    monkeypatch.setattr(worker, "drain", lambda: drained.append(1))
     monkeypatch.setattr(worker, "send_ahead", lambda wire: sent.append(wire) or True)
     wires = {"a": {"w": "a"}, "na": None, "b": {"w": "b"}, "unbuilt": False, "c": {"w": "c"}}
     monkeypatch.setattr(pipeline, "built_wire", lambda job: wires[job.name])
@@ -188,18 +189,21 @@ def test_the_callback_sends_the_first_built_jobs_ahead_and_stops_at_one_not_buil
     for name in ("a", "na", "b", "unbuilt", "c"):  # not timed (na): passed over; not built: the end
         each(job(name))
     assert sent == [{"w": "a"}, {"w": "b"}]
+    assert len(drained) == 5  # the answers meanwhile read at every job, sent or not
     sent.clear()
     each = callbacks.send_built_ahead()
     for j in (job("a"), job("b", profile=True), job("c")):  # counters: the end
         each(j)
     assert sent == [{"w": "a"}]
     sent.clear()
-    each = callbacks.send_built_ahead(most=2)
-    for name in ("a", "b", "c"):
-        each(job(name))
-    assert sent == [{"w": "a"}, {"w": "b"}]
+    wires.update({str(i): {"w": str(i)} for i in range(30)})
+    each = callbacks.send_built_ahead()
+    for i in range(30):  # every built job, however many: the child never waits for the callback
+        each(job(str(i)))
+    assert sent == [{"w": str(i)} for i in range(30)]
+    sent.clear()
     monkeypatch.setattr(worker, "send_ahead", lambda wire: False)  # the worker cannot take it: the end
     each = callbacks.send_built_ahead()
     for name in ("a", "b"):
         each(job(name))
-    assert sent == [{"w": "a"}, {"w": "b"}]
+    assert sent == []

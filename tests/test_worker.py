@@ -48,7 +48,8 @@ def stub(spec):
         print(f"stamp {spec['tag']}", flush=True)
         time.sleep(spec.get("s", 0))
     return result(spec.get("status", "ok"), params={"served_by": os.getpid(), "began": began,
-                                                    "tag": spec.get("tag", "")}, metrics={"x": 1.0})
+                                                    "tag": spec.get("tag", ""), "pad": "x" * spec.get("pad", 0)},
+                  metrics={"x": 1.0})
 
 
 def alive(pid):
@@ -252,6 +253,24 @@ def test_the_deadline_of_a_spec_sent_ahead_counts_from_when_the_child_began_it(w
     assert out.status == status
     if status == "timeout":  # 2 s after b began, not after the ask
         assert time.monotonic() - asked < 1.8
+
+
+def test_answers_to_specs_sent_ahead_are_drained_so_the_child_never_waits_on_a_full_pipe(w):
+    """Eight answers of ~20 kB (more than a pipe's 64 KiB) given while the parent does other
+    work: drained into the buffer as they come, each job then reads its own, all begun
+    before the first was asked for (without drain the child waits after the third)."""
+    specs = [{"do": "stamp", "tag": str(i), "pad": 20_000} for i in range(8)]
+    for spec in specs:
+        w.run(spec, LONG) if spec is specs[0] else w._send(spec)
+    deadline = time.monotonic() + LONG
+    while w._buffer.count(b"\n") < 7 and time.monotonic() < deadline:
+        w.drain()
+        time.sleep(0.02)
+    asked = time.time()
+    outs = [w.run(spec, LONG) for spec in specs[1:]]
+    assert [o.params["tag"] for o in outs] == [s["tag"] for s in specs[1:]]
+    assert all(o.status == "ok" and o.params["began"] < asked for o in outs)
+    assert w.sent == [] and w._buffer == b""
 
 
 def test_the_plan_sends_each_next_spec_and_holds_the_gpu_meanwhile(tmp_path, monkeypatch):

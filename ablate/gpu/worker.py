@@ -226,6 +226,23 @@ class Worker:
         self.sent.append(spec)
         self.used = True
 
+    def drain(self):
+        """Read what the child has answered so far into the buffer, without waiting: specs
+        sent ahead are answered while this process is busy elsewhere (composing a sweep's
+        jobs), and a child whose answers fill the pipe (64 KiB, a few answers) would wait for
+        them to be read. An EOF is left for `_line` to meet."""
+        if not self.alive() or not self.sent:
+            return
+        fd = self._fds()[0]
+        while select.select([fd], [], [], 0)[0]:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except (ConnectionError, BlockingIOError):
+                return
+            if not chunk:
+                return
+            self._buffer += chunk
+
     def _line(self, deadline):
         """The child's next answer line by the deadline: the bytes, b"" at EOF (it died), None
         on timeout. Two answers may arrive in one read: the rest waits for the next call."""
@@ -323,10 +340,11 @@ def plan_ahead(specs):
 def send_ahead(spec) -> bool:
     """Hand `spec` to this process's child now, behind those sent already, where the child is
     started and its GPU is free to claim at once (the claim is then held, as for any spec in
-    flight, until the jobs have read their answers): the sweep's callback sends its first
-    jobs as soon as each is worked out and found built, so that the GPU times them while the
+    flight, until the jobs have read their answers): the sweep's callback sends its jobs as
+    soon as each is worked out and found built, so that the GPU times them while the
     callback composes the rest (~2-3 s on the H100's host for 21 jobs: docs/benchmarks.md,
-    "Sweep speed"). Whether it was sent (False: the job sends it when it runs, as before)."""
+    "Sweep speed"); the answers given meanwhile are read into the buffer first (drain).
+    Whether it was sent (False: the job sends it when it runs, as before)."""
     from ablate.gpu import gpus
 
     global _held
@@ -339,8 +357,16 @@ def send_ahead(spec) -> bool:
         stack = contextlib.ExitStack()
         stack.callback(os.close, fd)
         _held = (stack, _worker.gpu)
+    _worker.drain()
     _worker._send(spec)
     return True
+
+
+def drain():
+    """Read the answers this process's child has given so far (Worker.drain): for a caller
+    that is busy between sending specs ahead and the jobs that read them."""
+    if _worker is not None:
+        _worker.drain()
 
 
 def _next_planned(spec):

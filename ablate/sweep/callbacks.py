@@ -60,23 +60,26 @@ def read_sass_ahead(jobs, variants, results):
                 pass  # the job that reads it says so, as it would have without this
 
 
-def send_built_ahead(most=4):
+def send_built_ahead():
     """each(job) for jobs_of_sweep: the spec of each job, as soon as it is worked out, sent to
     the GPU worker (worker.send_ahead) while the jobs before it were and its variants are
-    built already (pipeline.built_wire), up to `most` at once: the GPU times the first jobs
-    while the rest are composed (the warm README sweep's first answer came ~2 s after the
-    build's line on the H100, its first jobs' specs known ~2 s before it: docs/benchmarks.md,
-    "Sweep speed"). The first job that is not built, or that reads counters (ncu would profile
-    it while the child times the next), or that the worker cannot take, ends it: the plan
-    after the build sends the rest, as before."""
+    built already (pipeline.built_wire): the GPU times the jobs while the rest are composed,
+    the store opened and the build checked (the warm README sweep's first answer came ~2 s
+    after the build's line on the H100, its first jobs' specs known ~2 s before it:
+    docs/benchmarks.md, "Sweep speed"). The first job that is not built, or that reads
+    counters (ncu would profile it while the child times the next), or that the worker
+    cannot take, ends it: the plan after the build sends the rest, as before. Each call
+    first reads the answers given meanwhile (worker.drain), so that the child never waits
+    with a full pipe."""
     from ablate.build.compile import BuildError
-    from ablate.gpu.worker import send_ahead
+    from ablate.gpu.worker import drain, send_ahead
     from ablate.pipeline import built_wire
 
-    sent, going = [], [True]
+    going = [True]
 
     def each(job):
-        if not going[0] or len(sent) >= most:
+        drain()
+        if not going[0]:
             return
         try:
             wire = None if job.bench.get("profile") else built_wire(job)
@@ -84,8 +87,6 @@ def send_built_ahead(most=4):
             wire = False
         if job.bench.get("profile") or wire is False or (wire is not None and not send_ahead(wire)):
             going[0] = False
-        elif wire is not None:
-            sent.append(wire)
     return each
 
 
@@ -119,6 +120,7 @@ class SweepSetup(Callback):
 
     def _start(self, config, early):
         from ablate.build.compile import ARCH_ENV, build
+        from ablate.gpu.worker import drain
         from ablate.sweep import tracking
         from ablate.sweep.design import jobs_of_sweep, variants_of_sweep
         from ablate.sweep.progress import Progress
@@ -151,6 +153,7 @@ class SweepSetup(Callback):
             self._stop_server()
             raise
         os.environ[SWEEP_RUN_ENV] = self.run_id
+        drain()  # what the GPU answered to the specs sent ahead while MLflow's run was made
         tic = time.perf_counter()
         try:
             results = build(variants, config.build, plugin, ROOT)
@@ -160,6 +163,7 @@ class SweepSetup(Callback):
             raise
         os.environ[ARCH_ENV] = next(iter(results.values())).arch  # the jobs' `auto`, probed once
         read_sass_ahead(jobs, variants, results)
+        drain()
         if early and not any(job.bench.get("profile") for job in jobs):
             from ablate.gpu.worker import plan_ahead
             from ablate.pipeline import timed_wire
