@@ -17,6 +17,7 @@ from ablate.job import plugins  # noqa: E402
 from ablate.job.job import check_language, make_job  # noqa: E402
 from ablate.job.variant import VariantError, variant_from_cfg  # noqa: E402
 from ablate.pipeline import run_job  # noqa: E402
+from conftest import kept_build_dir  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MATMUL = plugins.load("matmul_triton")
@@ -32,9 +33,14 @@ def compose(pathology, build_dir, *more):
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """Every variant of matmul_triton, and one pair, built once (in parallel) into a fresh folder."""
-    build_dir = tmp_path_factory.mktemp("triton") / "build"
+def built():
+    """Every variant of matmul_triton, and one pair, built once (in parallel) and kept between
+    sessions (conftest.kept_build_dir: each variant is named by the hash of everything that
+    goes into it, Triton's version and ablate's Triton build among them), so that a later run
+    compiles only what changed; the two test processes share it through its folder's lock. A
+    fresh folder cost each process that ran a test of this module ~63 s of compiles, every
+    run (docs/benchmarks.md, "Sweep speed")."""
+    build_dir = kept_build_dir("triton")
     cfgs = {p: compose(p, build_dir) for p in PATHOLOGIES}
     cfgs["no_grouping+no_tma"] = compose("[no_grouping,no_tma]", build_dir)
     jobs = {name: make_job(cfg) for name, cfg in cfgs.items()}
@@ -100,7 +106,7 @@ def test_a_second_build_is_cached(built):
     assert again["no_tma"].lib == results["no_tma"].lib
 
 
-def test_a_shape_runs_the_instance_its_specialization_takes(built):
+def test_a_shape_runs_the_instance_its_specialization_takes():
     spec = MATMUL.spec
     assert spec.instance_of({"m": 8192, "n": 14336, "k": 4096, "dtype": "bf16"}) == "bf16"
     assert spec.instance_of({"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16"}) == "fp16"
