@@ -244,7 +244,10 @@ def test_a_real_multirun_builds_exactly_the_variants_its_jobs_use(tmp_path):
           sweep: {{dir: {tmp_path / "multirun"}}}
         """))
     (tmp_path / "collect.py").write_text(CALLBACK.replace("{kernel_dir}", str(KERNEL_DIR)))
-    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}")
+    # Attention's configs and the generic pathologies on Hydra's search path, as plugins.use
+    # shows them, whatever kernel a test before this one in this process composed last.
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}",
+               **{plugins.CONF_ENV: str(ATTENTION.conf), plugins.GENERIC_ENV: str(ATTENTION.generic)})
     run = subprocess.run(
         [sys.executable, "app.py", "-m", "pathology=glob(*)", "shape=s512,s1k_causal"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
