@@ -106,6 +106,28 @@ def test_a_second_build_is_cached(built):
     assert again["no_tma"].lib == results["no_tma"].lib
 
 
+def test_a_build_reads_its_results_while_it_holds_the_folders_lock(built, monkeypatch):
+    """As compile.build does: the tests' two processes share the kept folder, and another
+    build of it would rewrite a failure's log while this one reads it."""
+    import fcntl
+
+    build_dir, jobs, _ = built
+    probes = []
+
+    def parse(log, **kwargs):
+        with open(build_dir / ".lock", "w") as other:
+            try:
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                probes.append("free")
+            except BlockingIOError:
+                probes.append("held")
+        return real(log, **kwargs)
+    real = triton_aot.ptxas.parse
+    monkeypatch.setattr(triton_aot.ptxas, "parse", parse)
+    build(jobs["no_tma"].variants, jobs["no_tma"].build, MATMUL, ROOT)
+    assert probes == ["held", "held"]  # the base and no_tma, each read under the lock
+
+
 def test_a_shape_runs_the_instance_its_specialization_takes():
     spec = MATMUL.spec
     assert spec.instance_of({"m": 8192, "n": 14336, "k": 4096, "dtype": "bf16"}) == "bf16"

@@ -169,6 +169,14 @@ def build(variants, build_dir: Path, jobs: int, kernel, root, arch: str, result)
                 todo.setdefault(digest, request)
         with concurrent.futures.ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
             list(pool.map(lambda item: _compile(build_dir, *item, root), todo.items()))
+        # Read while the lock is held, as compile.build does: another build of this folder
+        # (the tests' two processes share one) would rewrite a failure's log.
+        return _results(plans, todo, build_dir, arch, result)
+
+
+def _results(plans, todo, build_dir, arch, result):
+    """{variant name: `result`} of the planned variants, read off the folder (its lock held):
+    built where its manifest and log are there, else build_failed with its failure's log."""
     results = {}
     for name, (variant, request, digest) in plans.items():
         if request is None:  # the variant cannot be planned: its meta names nothing of the kernel's
