@@ -111,6 +111,22 @@ def kept_build_dir(name: str) -> Path:
     return session_build_dir() / "kept" / name
 
 
+def lock_state(folder: Path) -> str:
+    """"held" where another open file holds the build folder's lock (`folder`/.lock: a build
+    reading its results), "free" where it can be taken at once: the probe of the tests that
+    check a build reads its results under that lock."""
+    import fcntl
+
+    fd = os.open(folder / ".lock", os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return "free"
+    except BlockingIOError:
+        return "held"
+    finally:
+        os.close(fd)
+
+
 def _nvcc_wrapper(folder: Path) -> Path:
     """nvcc through a script that counts this session's compiles (into the file CALLS_ENV
     names: per session, so that sessions sharing the build dir count their own); the same

@@ -209,7 +209,6 @@ def test_timed_wire_is_the_spec_run_job_sends_and_none_where_it_stops_before(mon
     assert pipeline.timed_wire(job, built) is None  # no GPU: static, never timed
 
 
-
 def test_a_single_timed_job_sends_its_spec_then_opens_the_store_while_the_gpu_works(tmp_path, monkeypatch):
     """__main__.time_ahead: the spec goes to the GPU child first (sent once: run_job's
     run_worker then only reads its answer), and the MLflow store is opened while the child

@@ -23,7 +23,7 @@ from ablate.build.library import Kernel
 from ablate.build.compile import (ARCH_RE, BuildError, build, compile_command,
                           library_path, resolve_arch)
 from ablate.job.variant import variant_from_cfg
-from conftest import kept_build_dir
+from conftest import kept_build_dir, lock_state
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ("attention", "rmsnorm", "attention_hopper", "cutlass_gemm")  # conftest.KERNELS
@@ -219,8 +219,6 @@ def test_a_build_reads_its_results_while_it_holds_the_folders_lock(tmp_path, mon
     time; each reads its results (logs, a failure's log moved into place) before it lets the
     next in, which would otherwise rewrite them: a failure's log was once another build's
     compile, caught half-written."""
-    import fcntl
-
     from ablate.build import compile as compile_module
 
     p = stand_in(tmp_path)
@@ -228,14 +226,7 @@ def test_a_build_reads_its_results_while_it_holds_the_folders_lock(tmp_path, mon
     seen, real = [], compile_module._failed
 
     def probe(output, lib):  # called as each result is read: is the folder's lock held?
-        fd = os.open(lib.parent / ".lock", os.O_RDONLY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            seen.append("free")
-        except BlockingIOError:
-            seen.append("held")
-        finally:
-            os.close(fd)
+        seen.append(lock_state(lib.parent))
         return real(output, lib)
     monkeypatch.setattr(compile_module, "_failed", probe)
     r = build([p.base, p.patched], p.build_cfg, p.kernel, p.root)

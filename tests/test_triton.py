@@ -17,7 +17,7 @@ from ablate.job import plugins  # noqa: E402
 from ablate.job.job import check_language, make_job  # noqa: E402
 from ablate.job.variant import VariantError, variant_from_cfg  # noqa: E402
 from ablate.pipeline import run_job  # noqa: E402
-from conftest import kept_build_dir  # noqa: E402
+from conftest import kept_build_dir, lock_state  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MATMUL = plugins.load("matmul_triton")
@@ -109,20 +109,12 @@ def test_a_second_build_is_cached(built):
 def test_a_build_reads_its_results_while_it_holds_the_folders_lock(built, monkeypatch):
     """As compile.build does: the tests' two processes share the kept folder, and another
     build of it would rewrite a failure's log while this one reads it."""
-    import fcntl
-
     build_dir, jobs, _ = built
-    probes = []
+    probes, real = [], triton_aot.ptxas.parse
 
-    def parse(log, **kwargs):
-        with open(build_dir / ".lock", "w") as other:
-            try:
-                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                probes.append("free")
-            except BlockingIOError:
-                probes.append("held")
+    def parse(log, **kwargs):  # called as each built result is read
+        probes.append(lock_state(build_dir))
         return real(log, **kwargs)
-    real = triton_aot.ptxas.parse
     monkeypatch.setattr(triton_aot.ptxas, "parse", parse)
     build(jobs["no_tma"].variants, jobs["no_tma"].build, MATMUL, ROOT)
     assert probes == ["held", "held"]  # the base and no_tma, each read under the lock

@@ -260,8 +260,9 @@ def test_answers_to_specs_sent_ahead_are_drained_so_the_child_never_waits_on_a_f
     work: drained into the buffer as they come, each job then reads its own, all begun
     before the first was asked for (without drain the child waits after the third)."""
     specs = [{"do": "stamp", "tag": str(i), "pad": 20_000} for i in range(8)]
-    for spec in specs:
-        w.run(spec, LONG) if spec is specs[0] else w._send(spec)
+    w.run(specs[0], LONG)  # the child is up; the other seven sent ahead
+    for spec in specs[1:]:
+        w._send(spec)
     deadline = time.monotonic() + LONG
     while w._buffer.count(b"\n") < 7 and time.monotonic() < deadline:
         w.drain()

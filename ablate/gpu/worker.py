@@ -343,7 +343,7 @@ def send_ahead(spec) -> bool:
     flight, until the jobs have read their answers): the sweep's callback sends its jobs as
     soon as each is worked out and found built, so that the GPU times them while the
     callback composes the rest (~2-3 s on the H100's host for 21 jobs: docs/benchmarks.md,
-    "Sweep speed"); the answers given meanwhile are read into the buffer first (drain).
+    "Sweep speed"), reading the answers given meanwhile into the buffer (drain).
     Whether it was sent (False: the job sends it when it runs, as before)."""
     from ablate.gpu import gpus
 
@@ -357,7 +357,6 @@ def send_ahead(spec) -> bool:
         stack = contextlib.ExitStack()
         stack.callback(os.close, fd)
         _held = (stack, _worker.gpu)
-    _worker.drain()
     _worker._send(spec)
     return True
 
