@@ -34,12 +34,12 @@ def launcher_cfg(preset, tmp_path, *overrides):
     return cfg
 
 
-def test_the_gpus_preset_runs_one_job_per_gpu(two_gpus, tmp_path):
+def test_the_gpus_preset_is_the_basic_launcher_that_uses_every_gpu(two_gpus, tmp_path):
+    """`hydra/launcher=gpus` (make sweep GPUS=all) still composes: the basic launcher, whose
+    sweep times on every GPU from its own process (ablate/gpu/pool.py), not a second pipeline."""
     cfg = launcher_cfg("gpus", tmp_path)
-    launcher = cfg.hydra.launcher
-    assert launcher._target_ == "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
-    assert launcher.n_jobs == 2 and launcher.backend == "loky" and launcher.prefer == "processes"
-    assert callbacks.launcher_of(cfg) == "local"
+    assert cfg.hydra.launcher._target_ == callbacks.BASIC_LAUNCHER
+    assert callbacks.launcher_of(cfg) == "basic"
     assert callbacks.launcher_of(plugins.compose(return_hydra_config=True)) == "basic"
 
 
@@ -105,6 +105,16 @@ def test_the_progress_line_counts_the_jobs_marks(tmp_path, capsys):
     assert os.environ.get(progress.QUIET_ENV) is None
 
 
+def test_the_progress_line_shows_each_gpus_share(tmp_path, capsys):
+    line = progress.Progress(tmp_path, 5, enabled=True, poll_s=3600)
+    for i, gpu in enumerate(["1", "0", "10", "1"]):
+        progress.mark(tmp_path / str(i), "ok", f"job {i}", gpu=gpu)
+    progress.mark(tmp_path / "4", "build_failed", "never timed")  # no GPU: not in a share
+    assert line.close() == {"ok": 4, "failed": 1, "not applicable": 0}
+    assert line.gpus == {"0": 1, "1": 2, "10": 1}
+    assert "ok 4, failed 1; gpu0 1, gpu1 2, gpu10 1" in capsys.readouterr().out
+
+
 def test_no_line_when_stdout_is_not_a_terminal(tmp_path, capsys):
     line = progress.Progress(tmp_path, 1)  # capsys' stdout is no terminal
     progress.mark(tmp_path / "0", "ok", "summary")
@@ -131,7 +141,7 @@ def test_ablate_help_works_from_any_directory(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([*command, "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert "ablate rank" in out.stdout and "hydra/launcher=gpus" in out.stdout and "pathology:" in out.stdout
+    assert "ablate rank" in out.stdout and "CUDA_VISIBLE_DEVICES=0 ablate -m" in out.stdout and "pathology:" in out.stdout
     ranked = subprocess.run([*command, "rank", "--help"], cwd=tmp_path, env=env, capture_output=True,
                             text=True, timeout=300)
     assert ranked.returncode == 0 and "--compare" in ranked.stdout

@@ -108,7 +108,7 @@ class SweepSetup(Callback):
         from ablate.gpu.worker import prestart_worker, stop_worker
 
         if early:
-            prestart_worker()  # its torch and CUDA start while the jobs are worked out and built (cli() may have)
+            prestart_worker(every=True)  # a child per GPU: torch and CUDA start while the jobs are worked out and built
         else:
             stop_worker(grace=0)  # cli() started one on a guess: these jobs time elsewhere, or not at all
         try:
