@@ -35,6 +35,7 @@ import json
 import logging
 import os
 import select
+import subprocess
 import tempfile
 import time
 
@@ -161,6 +162,9 @@ class Pool:
                 continue
             w = min(room, key=lambda c: (len(c.sent), not c.hello))
             if not w.alive():
+                if w.proc is not None and not w.hello and len(self.workers) > 1:  # ended before it was ready
+                    self._drop(w, self._last_words(w))
+                    continue
                 w.stop()
                 w._start()
             self.pending.pop(i)
@@ -203,15 +207,16 @@ class Pool:
         now = time.monotonic()
         for w in busy:
             if w.has_answer() or w in ended or not w.alive() or now >= w.began + self._timeout(w.sent[0]):
-                self._collect(w)
+                self._collect(w, eof=w in ended)
         self._dispatch()
 
-    def _collect(self, w):
-        """The answer of w's first spec (or its timeout, or its crash), to its job."""
+    def _collect(self, w, eof=False):
+        """The answer of w's first spec (or its timeout, or its crash), to its job; `eof`: its
+        child hung up (it ended, or is ending)."""
         spec, behind = w.sent[0], list(w.sent[1:])
         if not w.has_answer() and not w.hello and len(self.workers) > 1:
             w.drain()
-            if not w.has_answer() and not w.hello and (not w.alive() or self._ended(w)):
+            if not w.has_answer() and not w.hello and (eof or not w.alive() or self._ended(w)):
                 self._drop(w, self._last_words(w))
                 return
         out = w._answer(self._timeout(spec))
@@ -231,7 +236,10 @@ class Pool:
     @staticmethod
     def _last_words(w):
         """How a child that never started ended: its exit and the last line it wrote."""
-        code = w.proc.poll() if w.proc is not None else None
+        code = None
+        if w.proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = w.proc.wait(timeout=5)  # it hung up: its exit is a moment away
         out = b""
         if w.log is not None:
             size = os.fstat(w.log.fileno()).st_size
@@ -241,6 +249,7 @@ class Pool:
         return f"{state}; last output: {last}"
 
     def _deliver(self, w, spec, out):
+        record_gpu(out, w.gpu)
         copy = self.copies.pop(id(spec), None)
         if copy is not None:
             self.extras.setdefault(copy[0], []).append((w, out))
@@ -268,7 +277,6 @@ class Pool:
         w, out = self.done[key].pop(0)
         if not self.done[key]:
             del self.done[key]
-        record_gpu(out, w.gpu)
         if key in self.extras:
             spread(out, [(w, out)] + self.extras.pop(key))
         return out
