@@ -131,7 +131,9 @@ def test_timing_protocol(base):
 
 def test_sweep_with_a_faulting_and_a_wrong_variant(tmp_path, build_dir):
     db = tmp_path / "mlflow.db"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{db}"}
+    # One GPU: its one child per sweep (tests/test_every_gpu_gpu.py is the sweep on several).
+    first_gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{db}", "CUDA_VISIBLE_DEVICES": first_gpu}
     order = ["fault", "wrong", "none", "no_swizzle"]
     proc = subprocess.run(
         [sys.executable, "-m", "ablate", "-m", f"pathology={','.join(order)}", "shape=s512",
