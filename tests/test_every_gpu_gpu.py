@@ -2,17 +2,14 @@
 are recorded as crashed and timeout while the jobs on the other GPU go on, each GPU's child
 is replaced after its fault, the jobs spread over both GPUs and record theirs, and the
 control is timed on both (its spread recorded). Skips with fewer than two GPUs."""
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-ROOT = Path(__file__).resolve().parents[1]
+from test_pipeline_gpu import build_dir, planted_sweep  # noqa: E402,F401 (the session's build of the plants)
+
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2,
                                  reason="needs two GPUs")]
@@ -21,26 +18,11 @@ OK = ["none", "no_swizzle", "fp32_accum", "tiny_blocks", "scalar_loads", "no_cp_
 TIMEOUT_S = 60
 
 
-def test_a_fault_and_a_hang_on_one_gpu_while_the_other_goes_on(tmp_path):
-    db = tmp_path / "mlflow.db"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{db}"}
+def test_a_fault_and_a_hang_on_one_gpu_while_the_other_goes_on(tmp_path, build_dir):
     order = ["fault", "hang", "wrong", *OK]
     tic = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "ablate", "-m", f"pathology={','.join(order)}", "shape=s512",
-         "bench.samples=20", "bench.warmup=3", "bench.replicates=2", "bench.max_replicates=3",
-         f"bench.timeout_s={TIMEOUT_S}", f"build.dir={tmp_path / 'build'}", f"hydra.sweep.dir={tmp_path / 'multirun'}",
-         f"hydra.searchpath=[file://{ROOT / 'tests' / 'conf'}]"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    jobs, _ = planted_sweep(tmp_path, build_dir, order, TIMEOUT_S)  # every visible GPU
     wall = time.monotonic() - tic
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    from mlflow import MlflowClient
-
-    client = MlflowClient(f"sqlite:///{db}")
-    exp = client.get_experiment_by_name("flash_attention_fwd")
-    jobs = {r.data.params["pathology"]: r for r in client.search_runs([exp.experiment_id])
-            if r.data.tags.get("kind") == "job"}
-    assert sorted(jobs) == sorted(order)
     status = {name: run.data.tags["status"] for name, run in jobs.items()}
     assert status["fault"] == "crashed" and status["hang"] == "timeout" and status["wrong"] == "incorrect"
     assert all(status[name] == "ok" for name in OK), {n: jobs[n].data.tags.get("error") for n in OK}

@@ -20,14 +20,9 @@ LISTING = ("0, GPU-aaaaaaaa-0000-0000-0000-000000000000, NVIDIA H200\n"
 @pytest.fixture
 def two_gpus(tmp_path, monkeypatch):
     """nvidia-smi lists two GPUs; the locks live in tmp_path; nothing narrows the choice."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    smi = bin_dir / "nvidia-smi"
-    smi.write_text("#!/bin/sh\ncat <<'EOF'\n" + LISTING + "EOF\n")
-    smi.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv(gpus.LOCK_DIR_ENV, str(tmp_path / "locks"))
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    from conftest import fake_gpus  # here: the children import this module, without tests/ on their path
+
+    fake_gpus(tmp_path, monkeypatch, LISTING)
     return tmp_path
 
 

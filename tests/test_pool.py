@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from ablate.gpu import gpus, pool, worker
+from ablate.gpu import pool, worker
 from ablate.job.result import Result
 
 STAND_IN = "tests.test_pool:stand_in"
@@ -41,14 +41,9 @@ def stand_in(spec):
 
 @pytest.fixture
 def two_gpus(tmp_path, monkeypatch):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    smi = bin_dir / "nvidia-smi"
-    smi.write_text("#!/bin/sh\ncat <<'EOF'\n" + LISTING + "EOF\n")
-    smi.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv(gpus.LOCK_DIR_ENV, str(tmp_path / "locks"))
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    from conftest import fake_gpus  # here: the children import this module, without tests/ on their path
+
+    fake_gpus(tmp_path, monkeypatch, LISTING)
     monkeypatch.setattr(pool, "_pool", pool.Pool(STAND_IN))
     yield
     worker.stop_worker()

@@ -47,8 +47,18 @@ AHEAD_MANY = 2  # per child when there are several: one timed, one waiting behin
 DEFAULT_TIMEOUT_S = 600.0  # a spec sent ahead without bench.timeout_s (tests' stand-ins)
 
 
+_keys = {}  # id(spec): (spec, its key), for the specs the pool holds (kept alive: an id is not reused)
+
+
 def spec_key(spec):
-    return json.dumps(spec, sort_keys=True, default=str)
+    """What a spec is, as text: a job's spec and the same spec composed again are one."""
+    held = _keys.get(id(spec))
+    if held is not None and held[0] is spec:
+        return held[1]
+    key = json.dumps(spec, sort_keys=True, default=str)
+    if len(_keys) < 100_000:
+        _keys[id(spec)] = (spec, key)
+    return key
 
 
 def is_control(spec):
@@ -296,6 +306,7 @@ class Pool:
         self.pending, self.done, self.copies, self.extras = [], {}, {}, {}
         self.copied, self.timeouts = set(), {}
         self.workers = []
+        _keys.clear()
         self.claims.close()
         self.said_taken = False
         return kept

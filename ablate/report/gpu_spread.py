@@ -3,7 +3,7 @@ from different GPUs are compared.
 
 A job's interval says how precisely its slowdown is known on the GPU that timed it; it says
 nothing about another GPU of the same model (two H100s of one host agreed within their
-intervals for 34 of 36 attention jobs, the others differed by 1-2.5%: docs/benchmarks.md).
+intervals for 58 of 66 jobs of two kernels, the others differed by 1-2.5%: issue 33).
 A sweep on several GPUs times its control (the base against itself, pathology `none`) on
 every one of them (ablate/gpu/pool.py): the job records each GPU's base time and their
 spread, `gpu_spread` = slowest / fastest - 1. Where two results of one job come from
