@@ -54,8 +54,8 @@ for line in open(sys.argv[1]):
     wall[name] = float(seconds)  # the latest run of each phase
 for kind in ("cold", "warm"):
     one, every = wall.get(f"one-{kind}"), wall.get(f"all-{kind}")
-    if one and every:
-        print(f"{kind}: 1 GPU {one:.1f} s, all GPUs {every:.1f} s: {one / every:.2f}x faster")
+    if one is not None and every is not None:
+        print(f"{kind}: 1 GPU {one:.1f} s, all GPUs {every:.1f} s: {one / max(every, 0.1):.2f}x faster")
 PY
 }
 
