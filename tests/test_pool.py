@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from ablate.gpu import pool, worker
+from ablate.gpu import gpus, pool, worker
 from ablate.job.result import Result
 
 STAND_IN = "tests.test_pool:stand_in"
@@ -121,6 +121,12 @@ def test_a_gpu_whose_child_cannot_start_is_dropped_with_one_line(two_gpus, monke
     assert lines[0].startswith("GPU 1 (NVIDIA H100 80GB HBM3): its GPU worker could not start (exit code 1")
     assert "no CUDA context can be made on this GPU" in lines[0]
     assert [w.gpu.index for w in pool._pool.workers] == ["0"]
+    broken = gpus.visible()[1]
+    free = gpus.try_lock(broken)
+    assert free is not None  # a dropped GPU is let go, for another sweep
+    os.close(free)
+    worker.prestart_worker(every=True)  # and not tried again in this one
+    assert [w.gpu.index for w in pool._pool.workers] == ["0"] and len(lines) == 1
 
 
 def test_the_control_is_timed_on_every_gpu_and_their_spread_recorded(two_gpus, monkeypatch):

@@ -74,7 +74,9 @@ class Pool:
     def __init__(self, handler=None):
         self.handler = handler
         self.workers = []  # one Worker per GPU in use, in gpus.visible's order
-        self.claims = contextlib.ExitStack()  # the GPU locks, held until stop
+        self.claims = contextlib.ExitStack()  # the GPU locks, held until stop (or the GPU is dropped)
+        self.locks = {}  # Gpu: the descriptor of its lock, taken without waiting
+        self.dropped = set()  # the GPUs whose child could not start: not tried again in this sweep
         self.pending = []  # (spec, worker it must go to or None), not yet sent, in job order
         self.done = {}  # spec_key: [(worker, Result)] answered, waiting for their jobs
         self.copies = {}  # id(copy): (the control's key, copy) of a control's copies to the other GPUs
@@ -99,7 +101,7 @@ class Pool:
             return
         have = {w.gpu for w in self.workers}
         for gpu in found:
-            if gpu in have or (self.workers and not every):
+            if gpu in have or gpu in self.dropped or (self.workers and not every):
                 continue
             fd = gpus.try_lock(gpu)
             if fd is None:
@@ -107,7 +109,7 @@ class Pool:
                     log.info("GPU %s is timing another sweep's jobs: this sweep leaves it", gpu.index)
                     self.said_taken = True
                 continue
-            self.claims.callback(os.close, fd)
+            self.locks[gpu] = fd
             self._add(gpu)
         if not self.workers and wait:
             self._add(self.claims.enter_context(gpus.claim(gpus=found)))
@@ -130,6 +132,9 @@ class Pool:
             self.workers.remove(w)
         self._requeue(w, list(w.sent))
         w.stop()
+        self.dropped.add(w.gpu)
+        if w.gpu in self.locks:  # let it go: another sweep may have better luck with it
+            os.close(self.locks.pop(w.gpu))
 
     def _requeue(self, w, specs):
         """Specs `w` lost (its child ended) back to the front of the queue: the jobs' specs for
@@ -307,6 +312,9 @@ class Pool:
         self.copied, self.timeouts = set(), {}
         self.workers = []
         _keys.clear()
+        for fd in self.locks.values():
+            os.close(fd)
+        self.locks, self.dropped = {}, set()
         self.claims.close()
         self.said_taken = False
         return kept
