@@ -144,3 +144,23 @@ def test_the_control_is_timed_on_every_gpu_and_their_spread_recorded(two_gpus, m
     worker.prestart_worker(every=True)
     alone = worker.run_worker(control, LONG)
     assert alone.params["gpu_index"] == "1" and "gpu_spread" not in alone.metrics
+
+
+def test_each_gpus_child_is_kept_for_the_next_sweep_under_its_own_name(two_gpus, tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("ABLATE_TEST_KEY", str(tmp_path))  # this test's own kept children
+    worker.prestart_worker(every=True)
+    assert ready() == [True, True]
+    specs = [job(str(i)) for i in range(4)]
+    worker.plan_ahead(specs)
+    served = {o.params["gpu_index"]: o.params["worker_pid"] for o in (worker.run_worker(s, LONG) for s in specs)}
+    assert sorted(served) == ["0", "1"]
+    keys = [w.key for w in pool._pool.workers]
+    with caplog.at_level("INFO", logger="ablate"):
+        worker.stop_worker(keep_s=LONG)
+    assert "2 GPU workers are kept for 60 s" in caplog.text and len(set(keys)) == 2
+    monkeypatch.setattr(pool, "_pool", pool.Pool(STAND_IN))  # the next sweep
+    worker.prestart_worker(every=True)
+    assert {w.gpu.index: w.pid for w in pool._pool.workers} == served  # each GPU's own child, attached
+    again = worker.run_worker(job("again"), LONG)
+    assert again.params["worker_pid"] == served[again.params["gpu_index"]]
+    assert again.params["pinned"].startswith("GPU-aaaa" if again.params["gpu_index"] == "0" else "GPU-bbbb")
