@@ -507,3 +507,14 @@ def test_stop_workers_is_a_command():
     proc = subprocess.run([sys.executable, "-m", "ablate", "stop-workers", "--help"], cwd=ROOT, capture_output=True,
                           text=True, timeout=LONG)
     assert proc.returncode == 0 and "end this user's kept GPU workers now" in proc.stdout
+
+
+def test_a_reported_crash_does_not_wait_for_the_childs_teardown(w):
+    """A child that answered `crashed` has said all it will (its log is whole): it is killed at
+    once, not waited for while it tears down (5 s here; a poisoned CUDA context's, on a GPU),
+    so that the pool's other GPUs get their next specs meanwhile."""
+    pid = w.run({"do": "slow_exit"}, LONG).params["worker_pid"]  # its exit now takes 5 s
+    tic = time.monotonic()
+    out = w.run({"do": "raise"}, LONG)
+    assert out.status == "crashed" and "illegal memory access" in out.error
+    assert time.monotonic() - tic < 3 and wait_dead(pid, within=1)

@@ -3,8 +3,8 @@ one: ablate/gpu/kept.py), send it specs, read its answers in order, each with it
 of the child's log, and turn what happened into the job's Result.
 
 The parent waits up to `bench.timeout_s` from when the child began a job for its answer:
-`timeout` (the child's group is killed), `crashed` (it died, or reported an error: it then
-exits, since the context may be poisoned), `incorrect` (base or variant failed the
+`timeout` (the child's group is killed), `crashed` (it died, or reported an error: it is then
+killed at once, since the context may be poisoned), `incorrect` (base or variant failed the
 correctness gate; not timed) or `ok` with the timing statistics. After `timeout` or
 `crashed` a fresh child serves the next job; after `ok` or `incorrect` the same one does
 (its pid is the param `worker_pid`).
@@ -237,7 +237,10 @@ class Worker:
         end = answer.pop("log_end", None) if answer else None
         out = Result.from_dict(answer) if answer else None
         if out is None or out.status == "crashed":
-            code = self.stop(grace=0 if line is None else 10)  # a crashed child exits by itself
+            # One that died is waited for (its exit code says how); one that reported its crash has
+            # nothing more to say (its log is whole): killed now, not waited for while its context
+            # tears down, so the other GPUs are not kept waiting for their next specs.
+            code = self.stop(grace=10 if line == b"" else 0)
         log = self.log
         end = os.fstat(log.fileno()).st_size if end is None else end
         output = os.pread(log.fileno(), max(end - self.log_at, 0), self.log_at).decode(errors="replace")
