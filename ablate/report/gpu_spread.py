@@ -6,7 +6,8 @@ nothing about another GPU of the same model (two H100s of one host agreed within
 intervals for 58 of 66 jobs of two kernels, the others differed by 1-2.5%: issue 33).
 A sweep on several GPUs times its control (the base against itself, pathology `none`) on
 every one of them (ablate/gpu/pool.py): the job records each GPU's base time and their
-spread, `gpu_spread` = slowest / fastest - 1. Where two results of one job come from
+spread, `gpu_spread` = slowest / fastest - 1; every job's own base time, on its GPU, is a
+second reading of the same spread. Where two results of one job come from
 different GPUs (`ablate rank --compare`), each interval is widened by that factor on both
 sides before they are held against each other.
 """
@@ -15,16 +16,26 @@ import pandas as pd
 
 
 def of_sweep(jobs):
-    """The sweep's between-GPU spread (the largest of its controls': one per shape) and the
-    number of GPUs they were timed on; (None, 0) when no control was timed on two GPUs."""
-    if "gpu_spread" not in jobs:
-        return None, 0
-    ok = jobs[(jobs["status"] == "ok") & jobs["gpu_spread"].notna()]
-    if ok.empty:
-        return None, 0
-    per_gpu = [c for c in jobs.columns if str(c).startswith("base_us_gpu")]
-    n = int(ok[per_gpu].notna().sum(axis=1).max()) if per_gpu else 2
-    return float(ok["gpu_spread"].max()), n
+    """The sweep's between-GPU spread and the number of GPUs it was measured on; (None, 0)
+    when the sweep timed on one GPU. The larger of two readings of it: the controls' (each
+    timed on every GPU at once: `gpu_spread`), and the jobs' own base times (every job times
+    the base: per shape, the median on each GPU, slowest over fastest, less 1), which needs
+    no control in the sweep."""
+    spreads, n = [], 0
+    if "gpu_spread" in jobs:
+        ok = jobs[(jobs["status"] == "ok") & jobs["gpu_spread"].notna()]
+        if not ok.empty:
+            per_gpu = [c for c in jobs.columns if str(c).startswith("base_us_gpu")]
+            n = int(ok[per_gpu].notna().sum(axis=1).max()) if per_gpu else 2
+            spreads.append(float(ok["gpu_spread"].max()))
+    if {"gpu_uuid", "base_us", "shape"} <= set(jobs.columns):
+        ok = jobs[(jobs["status"] == "ok") & jobs["gpu_uuid"].notna() & jobs["base_us"].notna()]
+        medians = ok.groupby(["shape", "gpu_uuid"])["base_us"].median().astype(float)
+        for _, per_gpu in medians.groupby(level="shape"):
+            if len(per_gpu) >= 2:
+                spreads.append(float(per_gpu.max() / per_gpu.min() - 1))
+                n = max(n, len(per_gpu))
+    return (max(spreads), n) if spreads else (None, 0)
 
 
 def line(jobs):
@@ -32,8 +43,8 @@ def line(jobs):
     spread, n = of_sweep(jobs)
     if spread is None:
         return ""
-    return (f"\nBetween GPUs: the control timed on each of {n} GPUs, base times up to {spread:.2%} apart "
-            "(gpu_spread); results compared across GPUs are held to intervals widened by that much")
+    return (f"\nBetween GPUs: {n} GPUs time the base up to {spread:.2%} apart (the control on each, "
+            "and the jobs' own base times); results compared across GPUs are held to intervals widened by that much")
 
 
 def widened(lo, hi, spread):
