@@ -19,8 +19,8 @@ install:  ## torch (the CUDA build where there is a GPU, else the CPU one), then
 test:  ## the test suite in TEST_JOBS processes (default 2); GPU tests skip without CUDA
 	$(PYTHON) -m pytest -q -n $(TEST_JOBS)
 
-sweep:  ## every pathology of the kernel against its base, timed (static without a GPU); GPUS=all: on every GPU of the host at once
-	$(PYTHON) -m ablate -m $(CHOICES) 'pathology=glob(*)' $(if $(filter all,$(GPUS)),hydra/launcher=gpus) $(ARGS)
+sweep:  ## every pathology of the kernel against its base, timed on every GPU of the host (static without a GPU); GPUS=0,1: those alone (GPUS=all: every one, as without it)
+	$(if $(filter-out all,$(GPUS)),CUDA_VISIBLE_DEVICES=$(GPUS)) $(PYTHON) -m ablate -m $(CHOICES) 'pathology=glob(*)' $(ARGS)
 
 profile:  ## every pathology timed, then its counters read by Nsight Compute (ncu): make rank shows each mechanism confirmed or refuted, and the rooflines
 	$(PYTHON) -m ablate -m $(CHOICES) 'pathology=glob(*)' bench.profile=true $(ARGS)

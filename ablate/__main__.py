@@ -31,7 +31,7 @@ from ablate.sweep import progress
 from ablate.sweep.callbacks import SWEEP_RUN_ENV
 
 log = logging.getLogger("ablate")
-gpus.register_resolver()  # ${ablate_gpus:} in conf/hydra/launcher/gpus.yaml
+gpus.register_resolver()  # ${ablate_gpus:}: the GPUs a job may use, for launcher configs that count them
 
 
 def validated(cfg):
@@ -87,7 +87,7 @@ def main(cfg):
     level, line = job_line(job, out)
     log.log(level, "%s", line)
     if parent_run_id():  # the sweep's progress line counts it (ablate/sweep/progress.py)
-        progress.mark(HydraConfig.get().runtime.output_dir, out.status, line)
+        progress.mark(HydraConfig.get().runtime.output_dir, out.status, line, gpu=out.params.get("gpu_index"))
     return out.status
 
 
@@ -193,7 +193,9 @@ def cli(argv=None):
     if may_time_here(argv):
         from ablate.gpu.worker import prestart_worker
 
-        prestart_worker()  # its python, torch and CUDA start while Hydra composes (stopped where it will not time)
+        # Their python, torch and CUDA start while Hydra composes (stopped where they will not
+        # time): a sweep's on every GPU (ablate/gpu/pool.py), a single job's on one.
+        prestart_worker(every=bool({"-m", "--multirun"} & set(argv)))
     main()
 
 
@@ -206,7 +208,8 @@ def may_time_here(argv) -> bool:
     and the parent ~7 s to reach its first job: docs/benchmarks.md, "Sweep speed"."""
     if any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
         return False
-    return not any(a.lstrip("+~").startswith(("mode=", "hydra/launcher=")) and a != "mode=gpu" for a in argv)
+    here = ("mode=gpu", "hydra/launcher=gpus", "hydra/launcher=basic")  # gpus: the basic launcher now
+    return not any(a.lstrip("+~").startswith(("mode=", "hydra/launcher=")) and a not in here for a in argv)
 
 
 if __name__ == "__main__":

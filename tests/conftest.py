@@ -250,3 +250,18 @@ def log_cfg(cfg, result, parent=None):
 
     return tracking.log_job(synthetic_job(cfg), Result.from_dict(result) if isinstance(result, dict) else result,
                             parent)
+
+
+def fake_gpus(tmp_path, monkeypatch, listing):
+    """nvidia-smi lists `listing` ("index, uuid, name" lines), the GPU locks live in tmp_path,
+    and nothing narrows the choice (CUDA_VISIBLE_DEVICES unset)."""
+    from ablate.gpu import gpus
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\ncat <<'EOF'\n" + listing + "EOF\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv(gpus.LOCK_DIR_ENV, str(tmp_path / "locks"))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)

@@ -160,7 +160,8 @@ def test_throttle_reasons_decoded():
     (["-m", "mode=gpu", "pathology=none"], True),
     (["-m", "pathology=glob(*)", "mode=static"], False),
     (["-m", "mode=gpu,static"], False),
-    (["-m", "hydra/launcher=gpus", "pathology=glob(*)"], False),
+    (["-m", "hydra/launcher=gpus", "pathology=glob(*)"], True),  # the basic launcher now: every GPU from here
+    (["-m", "hydra/launcher=slurm", "pathology=glob(*)"], False),
     (["--help"], False),
     (["--cfg", "job"], False),
     (["-c", "job"], False),
@@ -176,11 +177,14 @@ def test_cli_starts_the_gpu_child_on_its_guess_before_hydra(monkeypatch):
     from ablate.gpu import worker
 
     calls = []
-    monkeypatch.setattr(worker, "prestart_worker", lambda: calls.append("started"))
+    monkeypatch.setattr(worker, "prestart_worker", lambda every=False: calls.append(f"started, every GPU {every}"))
     monkeypatch.setattr(app, "main", lambda: calls.append("hydra"))
     monkeypatch.setattr(sys, "argv", ["ablate"])
     app.cli(["-m", "pathology=glob(*)", "shape=s512"])
-    assert calls == ["started", "hydra"]
+    assert calls == ["started, every GPU True", "hydra"]  # a sweep: a child on every GPU
+    calls.clear()
+    app.cli(["pathology=scalar_loads"])
+    assert calls == ["started, every GPU False", "hydra"]  # one job: one child
     calls.clear()
     app.cli(["-m", "pathology=glob(*)", "mode=static"])
     assert calls == ["hydra"]
@@ -217,24 +221,24 @@ def test_a_single_timed_job_sends_its_spec_then_opens_the_store_while_the_gpu_wo
 
     import ablate.__main__ as app
     from ablate import pipeline
-    from ablate.gpu import gpus, worker
+    from ablate.gpu import gpus, pool, worker
     from ablate.sweep import tracking
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi: one stand-in GPU below
     gpu = gpus.Gpu("0", "GPU-test", "stand-in")
     monkeypatch.setattr(gpus, "visible", lambda: [gpu])
     monkeypatch.setenv(gpus.LOCK_DIR_ENV, str(tmp_path / "locks"))
-    monkeypatch.setattr(worker, "_worker", worker.Worker(handler="tests.test_worker:stub"))
+    monkeypatch.setattr(pool, "_pool", pool.Pool(handler="tests.test_worker:stub"))
     spec, job = {"do": "stamp", "tag": "one", "s": 1.0}, SimpleNamespace(cfg=None, experiment="e")
     monkeypatch.setattr(pipeline, "built_wire", lambda j: spec if j is job else None)
     opened = []
-    monkeypatch.setattr(tracking, "open_store", lambda cfg, name: opened.append(list(worker._worker.sent)))
+    monkeypatch.setattr(tracking, "open_store", lambda cfg, name: opened.append(list(pool._pool.workers[0].sent)))
     try:
         worker.prestart_worker()
         app.time_ahead(job)
         assert opened == [[spec]]  # opened while the spec was with the child, before its answer
         first = worker.run_worker(spec, 60)
-        assert first.status == "ok" and first.params["tag"] == "one" and worker._worker.sent == []
+        assert first.status == "ok" and first.params["tag"] == "one" and pool._pool.workers[0].sent == []
     finally:
         worker.stop_worker(grace=0)
     opened.clear()

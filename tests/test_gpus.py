@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ablate.gpu import gpus, worker
-from ablate.gpu.worker import Worker
+from ablate.gpu import gpus, pool, worker
 from ablate.job.result import Result as result
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,14 +20,9 @@ LISTING = ("0, GPU-aaaaaaaa-0000-0000-0000-000000000000, NVIDIA H200\n"
 @pytest.fixture
 def two_gpus(tmp_path, monkeypatch):
     """nvidia-smi lists two GPUs; the locks live in tmp_path; nothing narrows the choice."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    smi = bin_dir / "nvidia-smi"
-    smi.write_text("#!/bin/sh\ncat <<'EOF'\n" + LISTING + "EOF\n")
-    smi.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv(gpus.LOCK_DIR_ENV, str(tmp_path / "locks"))
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    from conftest import fake_gpus  # here: the children import this module, without tests/ on their path
+
+    fake_gpus(tmp_path, monkeypatch, LISTING)
     return tmp_path
 
 
@@ -83,47 +77,54 @@ def report_env(spec):
     return result("ok", params={"pinned": os.environ.get("CUDA_VISIBLE_DEVICES", "unset")})
 
 
-def test_the_child_is_pinned_to_the_claimed_gpu(two_gpus, monkeypatch):
-    monkeypatch.setattr(worker, "_worker", Worker("tests.test_gpus:report_env"))
+def test_a_sweep_leaves_a_gpu_another_sweep_holds_and_pins_its_child_to_a_free_one(two_gpus, monkeypatch, caplog):
+    monkeypatch.setattr(pool, "_pool", pool.Pool("tests.test_gpus:report_env"))
     try:
-        with gpus.claim() as taken:  # another job holds GPU 0 ...
+        with gpus.claim() as taken, caplog.at_level("INFO", logger="ablate"):  # another sweep holds GPU 0 ...
             assert taken.index == "0"
+            worker.prestart_worker(every=True)
             out = worker.run_worker({}, 60)  # ... so this one times on GPU 1
+        assert [w.gpu.index for w in pool._pool.workers] == ["1"]
+        assert "GPU 0 is timing another sweep's jobs: this sweep leaves it" in caplog.text
         assert out.params["pinned"] == "GPU-bbbbbbbb-0000-0000-0000-000000000000"
         assert out.params["gpu_index"] == "1" and out.params["gpu_uuid"].startswith("GPU-bbbb")
-        first_pid = out.params["worker_pid"]
-        again = worker.run_worker({}, 60)  # GPU 1 is free again: the same child serves
-        assert again.params["worker_pid"] == first_pid and again.params["gpu_index"] == "1"
-        with gpus.claim(gpus=[gpus.visible()[1]]):  # GPU 1 taken now: a child pinned to GPU 0
-            moved = worker.run_worker({}, 60)
-        assert moved.params["gpu_index"] == "0" and moved.params["worker_pid"] != first_pid
-        assert moved.params["pinned"].startswith("GPU-aaaa")
+        assert out.params["gpu"] == "NVIDIA H200"  # nvidia-smi's name where the child gave none
+        again = worker.run_worker({"again": 1}, 60)  # the same child serves the next job
+        assert again.params["worker_pid"] == out.params["worker_pid"] and again.params["gpu_index"] == "1"
+        assert gpus.try_lock(gpus.visible()[1]) is None  # held for the sweep
     finally:
-        worker._worker.stop()
+        worker.stop_worker()
+    free = gpus.try_lock(gpus.visible()[1])
+    assert free is not None  # let go with the sweep
+    os.close(free)
 
 
 def test_a_child_started_before_the_first_job_serves_it(two_gpus, monkeypatch):
-    """The sweep starts its GPU child as it begins (its torch and CUDA start while the jobs
-    are composed and built); the first job claims that child's GPU and keeps the child."""
-    monkeypatch.setattr(worker, "_worker", Worker("tests.test_gpus:report_env"))
+    """The sweep starts its GPU children as it begins (their torch and CUDA start while the
+    jobs are composed and built): a single job's one child on the first GPU, a sweep's one
+    on each; the first job is answered by a child started then."""
+    monkeypatch.setattr(pool, "_pool", pool.Pool("tests.test_gpus:report_env"))
     try:
         worker.prestart_worker()
-        started = worker._worker.proc.pid
+        started = pool._pool.workers[0].proc.pid
+        assert [w.gpu.index for w in pool._pool.workers] == ["0"]
         out = worker.run_worker({}, 60)
         assert out.params["worker_pid"] == started and out.params["gpu_index"] == "0"
         assert out.params["pinned"].startswith("GPU-aaaa")
         worker.prestart_worker()  # running already: nothing new
-        assert worker._worker.proc.pid == started
+        assert [w.proc.pid for w in pool._pool.workers] == [started]
+        worker.prestart_worker(every=True)  # the sweep's callback: the other GPU too
+        assert [w.gpu.index for w in pool._pool.workers] == ["0", "1"] and pool._pool.workers[0].proc.pid == started
     finally:
-        worker._worker.stop()
+        worker.stop_worker()
 
 
 def test_no_child_is_started_early_without_a_gpu(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi at all
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr(worker, "_worker", None)
-    worker.prestart_worker()
-    assert worker._worker is None
+    monkeypatch.setattr(pool, "_pool", None)
+    worker.prestart_worker(every=True)
+    assert pool._pool is None
 
 
 def test_a_sweep_stopped_before_its_first_job_kills_its_warming_child(monkeypatch):
@@ -134,7 +135,7 @@ def test_a_sweep_stopped_before_its_first_job_kills_its_warming_child(monkeypatc
     from ablate.sweep.callbacks import SweepSetup
 
     calls = []
-    monkeypatch.setattr(worker, "prestart_worker", lambda: calls.append("started"))
+    monkeypatch.setattr(worker, "prestart_worker", lambda every=False: calls.append(f"started, every GPU {every}"))
     monkeypatch.setattr(worker, "stop_worker", lambda grace=10: calls.append(f"stopped, grace {grace}"))
 
     def bad_input(self, config, early):
@@ -143,7 +144,7 @@ def test_a_sweep_stopped_before_its_first_job_kills_its_warming_child(monkeypatc
     config = OmegaConf.create({"mode": "gpu", "hydra": {"launcher": {}}})
     with pytest.raises(SystemExit, match="seq must be"):
         SweepSetup().on_multirun_start(config)
-    assert calls == ["started", "stopped, grace 0"]
+    assert calls == ["started, every GPU True", "stopped, grace 0"]
     calls.clear()  # static mode starts no child, and stops at once one that cli() started on a guess
     with pytest.raises(SystemExit):
         SweepSetup().on_multirun_start(OmegaConf.create({"mode": "static", "hydra": {"launcher": {}}}))
@@ -151,26 +152,28 @@ def test_a_sweep_stopped_before_its_first_job_kills_its_warming_child(monkeypatc
 
 
 def test_specs_sent_ahead_by_the_callback_are_answered_to_their_jobs_on_a_claimed_gpu(two_gpus, monkeypatch):
-    """worker.send_ahead: the spec goes to the child at once, on the child's GPU, claimed
-    from then until the job that brings it has read its answer; where that GPU is taken,
-    nothing is sent (the job claims one when it runs, as before)."""
-    monkeypatch.setattr(worker, "_worker", Worker("tests.test_worker:stub"))
+    """worker.send_ahead: the spec goes to a child at once, on a GPU this sweep holds until it
+    ends; where every GPU is taken, no child is started early and nothing is sent (the job
+    waits for a GPU when it runs, as before)."""
+    monkeypatch.setattr(pool, "_pool", pool.Pool("tests.test_worker:stub"))
     gpu0 = gpus.visible()[0]
     try:
-        with gpus.claim(gpus=[gpu0]):  # another job times on GPU 0
+        with gpus.claim(), gpus.claim():  # other sweeps time on both GPUs
             worker.prestart_worker()
-            assert not worker.send_ahead({"do": "ok", "tag": "a"}) and worker._held is None
+            assert pool._pool.workers == [] and not worker.send_ahead({"do": "ok", "tag": "a"})
+        worker.prestart_worker()
         assert worker.send_ahead({"do": "ok", "tag": "a"}) and worker.send_ahead({"do": "ok", "tag": "b"})
+        assert [s["tag"] for s in pool._pool.workers[0].sent] == ["a", "b"]  # both with the child at once
         assert gpus.try_lock(gpu0) is None  # held while they are in flight
         a = worker.run_worker({"do": "ok", "tag": "a"}, 60)
-        assert a.params["tag"] == "a" and gpus.try_lock(gpu0) is None  # b is still in flight
         b = worker.run_worker({"do": "ok", "tag": "b"}, 60)
-        assert b.params["tag"] == "b" and a.params["worker_pid"] == b.params["worker_pid"]
-        free = gpus.try_lock(gpu0)
-        assert free is not None  # both read: let go
-        os.close(free)
+        assert a.params["tag"] == "a" and b.params["tag"] == "b" and a.params["worker_pid"] == b.params["worker_pid"]
+        assert gpus.try_lock(gpu0) is None  # held for the sweep's next jobs
     finally:
         worker.stop_worker()
+    free = gpus.try_lock(gpu0)
+    assert free is not None  # the sweep ended: let go
+    os.close(free)
 
 
 def test_the_callback_sends_the_built_jobs_ahead_and_stops_at_one_not_built(monkeypatch):

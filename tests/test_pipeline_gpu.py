@@ -129,16 +129,17 @@ def test_timing_protocol(base):
     assert all(not torch.isnan(s["o"]).any() for s in sets)
 
 
-def test_sweep_with_a_faulting_and_a_wrong_variant(tmp_path, build_dir):
+def planted_sweep(tmp_path, build_dir, order, timeout_s, **env):
+    """A small timed sweep of attention's s512 with the test plants (tests/conf) among its
+    pathologies, `env` set: its MLflow jobs by pathology (every one logged) and the client."""
     db = tmp_path / "mlflow.db"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{db}"}
-    order = ["fault", "wrong", "none", "no_swizzle"]
     proc = subprocess.run(
         [sys.executable, "-m", "ablate", "-m", f"pathology={','.join(order)}", "shape=s512",
          "mode=gpu", "bench.samples=20", "bench.warmup=3", "bench.replicates=2", "bench.max_replicates=3",
-         "bench.timeout_s=240", f"build.dir={build_dir}", f"hydra.sweep.dir={tmp_path / 'multirun'}",
+         f"bench.timeout_s={timeout_s}", f"build.dir={build_dir}", f"hydra.sweep.dir={tmp_path / 'multirun'}",
          f"hydra.searchpath=[file://{ROOT / 'tests' / 'conf'}]"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+        cwd=ROOT, env={**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{db}", **env}, capture_output=True,
+        text=True, timeout=1500)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     from mlflow import MlflowClient
 
@@ -147,6 +148,14 @@ def test_sweep_with_a_faulting_and_a_wrong_variant(tmp_path, build_dir):
     jobs = {r.data.params["pathology"]: r for r in client.search_runs([exp.experiment_id])
             if r.data.tags.get("kind") == "job"}
     assert sorted(jobs) == sorted(order)
+    return jobs, client
+
+
+def test_sweep_with_a_faulting_and_a_wrong_variant(tmp_path, build_dir):
+    # One GPU: its one child per sweep (tests/test_every_gpu_gpu.py is the sweep on several).
+    first_gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+    order = ["fault", "wrong", "none", "no_swizzle"]
+    jobs, client = planted_sweep(tmp_path, build_dir, order, 240, CUDA_VISIBLE_DEVICES=first_gpu)
 
     fault = jobs["fault"]
     assert fault.data.tags["status"] == "crashed"

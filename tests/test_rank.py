@@ -209,6 +209,54 @@ def replicated(s, lo, hi, reps=3, stop="precision"):
     return result
 
 
+def on_gpu(result, uuid, **metrics):
+    result["params"]["gpu_uuid"] = uuid
+    result["metrics"].update(metrics)
+    return result
+
+
+def test_compare_holds_results_of_different_gpus_to_the_spread_between_them(tmp_path, monkeypatch, project_root,
+                                                                          capsys, empty_store):
+    """A sweep on two GPUs timed its control on both (base times 1% apart: gpu_spread): the
+    report says so, and --compare widens the intervals of a job timed on different GPUs by
+    that much, never those of a job timed on the same GPU in both sweeps."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", empty_store(tmp_path / "mlflow.db"))
+    a, b = "GPU-aaaa", "GPU-bbbb"
+    sweep("2025-05-01/10-00-00", "gpu", [("none", "s512", on_gpu(replicated(1.0, 0.999, 1.001), a)),
+                                         ("no_swizzle", "s512", on_gpu(replicated(2.237, 2.236, 2.239), a)),
+                                         ("tiny_blocks", "s512", on_gpu(replicated(2.17, 2.16, 2.18), a))],
+          project_root)
+    sweep("2025-05-01/11-00-00", "gpu", [
+        ("none", "s512", on_gpu(replicated(1.0, 0.998, 1.002), a, gpu_spread=0.01, base_us_gpu0=20.0,
+                                base_us_gpu1=20.2)),
+        ("no_swizzle", "s512", on_gpu(replicated(2.250, 2.248, 2.251), b)),  # 0.6% off, on the other GPU
+        ("tiny_blocks", "s512", on_gpu(replicated(2.205, 2.20, 2.21), a))], project_root)  # 1.6% off, same GPU
+    assert rank.main(["--compare", "2025-05-01/10-00-00", "2025-05-01/11-00-00", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Between GPUs: 2 GPUs time the base up to 1.00% apart" in out
+    assert "2 of 3 jobs in both agree (their intervals overlap, widened by the GPUs' spread 1.00%" in out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.split()}
+    assert rows["no_swizzle"].rstrip().endswith("agree within the GPUs' spread")
+    assert rows["tiny_blocks"].rstrip().endswith("DISAGREE") and rows["none"].rstrip().endswith("agree")
+    assert "Between GPUs" not in rank.header({"tags.sweep_id": "x", "status": "FINISHED"},
+                                             pd.DataFrame({"status": ["ok"], "gpu_spread": [float("nan")]}))
+
+
+def test_the_spread_between_gpus_is_read_off_the_jobs_base_times_too():
+    """Without a control timed on both GPUs, the jobs' own base times say it: per shape, the
+    median on each GPU (a 2% slower GPU at s512; s4k's one GPU says nothing)."""
+    from ablate.report import gpu_spread
+
+    jobs = pd.DataFrame({"status": ["ok", "ok", "ok", "ok", "crashed", "ok"],
+                         "shape": ["s512", "s512", "s512", "s512", "s512", "s4k"],
+                         "gpu_uuid": ["GPU-a", "GPU-a", "GPU-b", "GPU-b", "GPU-b", "GPU-a"],
+                         "base_us": [20.0, 20.2, 20.4, 20.6, 40.0, 80.0]})
+    spread, n = gpu_spread.of_sweep(jobs)
+    assert n == 2 and spread == pytest.approx(20.5 / 20.1 - 1)
+    assert gpu_spread.of_sweep(jobs[jobs["gpu_uuid"] == "GPU-a"]) == (None, 0)  # one GPU: no spread
+    assert gpu_spread.of_both(jobs, jobs[jobs["gpu_uuid"] == "GPU-a"]) == pytest.approx(spread)
+
+
 def calibration_cfg(name, shape, truth):
     cfg = job_cfg(name, shape, "gpu", kernel=("rmsnorm", "rmsnorm_fwd"))
     cfg.pathology[name].truth = truth

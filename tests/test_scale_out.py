@@ -34,12 +34,12 @@ def launcher_cfg(preset, tmp_path, *overrides):
     return cfg
 
 
-def test_the_gpus_preset_runs_one_job_per_gpu(two_gpus, tmp_path):
+def test_the_gpus_preset_is_the_basic_launcher_that_uses_every_gpu(two_gpus, tmp_path):
+    """`hydra/launcher=gpus` (make sweep GPUS=all) still composes: the basic launcher, whose
+    sweep times on every GPU from its own process (ablate/gpu/pool.py), not a second pipeline."""
     cfg = launcher_cfg("gpus", tmp_path)
-    launcher = cfg.hydra.launcher
-    assert launcher._target_ == "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
-    assert launcher.n_jobs == 2 and launcher.backend == "loky" and launcher.prefer == "processes"
-    assert callbacks.launcher_of(cfg) == "local"
+    assert cfg.hydra.launcher._target_ == callbacks.BASIC_LAUNCHER
+    assert callbacks.launcher_of(cfg) == "basic"
     assert callbacks.launcher_of(plugins.compose(return_hydra_config=True)) == "basic"
 
 
@@ -105,6 +105,16 @@ def test_the_progress_line_counts_the_jobs_marks(tmp_path, capsys):
     assert os.environ.get(progress.QUIET_ENV) is None
 
 
+def test_the_progress_line_shows_each_gpus_share(tmp_path, capsys):
+    line = progress.Progress(tmp_path, 5, enabled=True, poll_s=3600)
+    for i, gpu in enumerate(["1", "0", "10", "1"]):
+        progress.mark(tmp_path / str(i), "ok", f"job {i}", gpu=gpu)
+    progress.mark(tmp_path / "4", "build_failed", "never timed")  # no GPU: not in a share
+    assert line.close() == {"ok": 4, "failed": 1, "not applicable": 0}
+    assert line.gpus == {"0": 1, "1": 2, "10": 1}
+    assert "ok 4, failed 1; gpu0 1, gpu1 2, gpu10 1" in capsys.readouterr().out
+
+
 def test_no_line_when_stdout_is_not_a_terminal(tmp_path, capsys):
     line = progress.Progress(tmp_path, 1)  # capsys' stdout is no terminal
     progress.mark(tmp_path / "0", "ok", "summary")
@@ -131,7 +141,44 @@ def test_ablate_help_works_from_any_directory(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([*command, "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert "ablate rank" in out.stdout and "hydra/launcher=gpus" in out.stdout and "pathology:" in out.stdout
+    assert "ablate rank" in out.stdout and "CUDA_VISIBLE_DEVICES=0 ablate -m" in out.stdout and "pathology:" in out.stdout
     ranked = subprocess.run([*command, "rank", "--help"], cwd=tmp_path, env=env, capture_output=True,
                             text=True, timeout=300)
     assert ranked.returncode == 0 and "--compare" in ranked.stdout
+
+
+def test_scale_out_times_one_gpu_then_every_gpu_cold_and_warm(tmp_path):
+    """tools/scale-out.sh with ablate stood in for (a python3 that records `-m ablate` command
+    lines): one GPU is CUDA_VISIBLE_DEVICES=0, all GPUs is the plain sweep (no launcher of its
+    own), each cold (kept children ended first) then warm, and the warm sweeps compared."""
+    import shutil
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls"
+    (bin_dir / "python3").write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = -m ] && {{ [ "$2" = ablate ] || [ "$2" = ablate.report.rank ]; }}; then\n'
+        f'  echo "CUDA_VISIBLE_DEVICES=${{CUDA_VISIBLE_DEVICES-unset}} $*" >> {log}; exit 0\nfi\n'
+        f'exec {shutil.which("python3") or sys.executable} "$@"\n')
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho GPU 0\necho GPU 1\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    work = tmp_path / "work"
+    (work / "tools").mkdir(parents=True)
+    shutil.copy(ROOT / "tools" / "scale-out.sh", work / "tools")
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    proc = subprocess.run(["bash", "tools/scale-out.sh", "one", "all", "compare"], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    calls = log.read_text().splitlines()
+    sweeps = [c for c in calls if "pathology=glob(*)" in c]
+    assert [c.split()[0] for c in sweeps] == ["CUDA_VISIBLE_DEVICES=0"] * 2 + ["CUDA_VISIBLE_DEVICES=unset"] * 2
+    assert [c.split()[-1] for c in sweeps] == [f"hydra.sweep.dir=runs/hydra/multirun/scale-out-{n}"
+                                               for n in ("one-cold", "one-warm", "all-cold", "all-warm")]
+    assert all("shape=s512,s1k,s2k,s4k" in c and "hydra/launcher" not in c for c in sweeps)
+    assert [i for i, c in enumerate(calls) if "stop-workers" in c] == [calls.index(sweeps[0]) - 1,
+                                                                      calls.index(sweeps[2]) - 1]
+    assert any("--compare scale-out-one-warm scale-out-all-warm" in c for c in calls)
+    assert "cold: 1 GPU" in proc.stdout and "warm: 1 GPU" in proc.stdout

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from ablate.gpu import worker
+from ablate.gpu import pool, worker
 from ablate.gpu.worker import Worker
 from ablate.job.result import Result as result
 
@@ -142,13 +142,21 @@ def test_stop_ends_an_idle_child_cleanly(w):
     assert w.stop() is None  # twice is harmless
 
 
+def no_gpu_listed(monkeypatch):
+    """This process's pool, of stand-in children, with no GPU listed (one unpinned child)."""
+    from ablate.gpu import gpus
+
+    monkeypatch.setattr(gpus, "visible", lambda: [])
+    monkeypatch.setattr(pool, "_pool", pool.Pool(STUB))
+
+
 def test_stop_worker_ends_the_sweeps_child_without_waiting_for_its_teardown(monkeypatch):
-    monkeypatch.setattr(worker, "_worker", Worker(handler=STUB))
-    pid = worker._worker.run({"do": "slow_exit"}, LONG).params["worker_pid"]
+    no_gpu_listed(monkeypatch)
+    pid = worker.run_worker({"do": "slow_exit"}, LONG).params["worker_pid"]
     tic = time.monotonic()
     worker.stop_worker()
     assert time.monotonic() - tic < 3 and not alive(pid)
-    assert worker._worker.run({"do": "ok"}, LONG).params["worker_pid"] != pid  # a later job starts one
+    assert worker.run_worker({"do": "ok"}, LONG).params["worker_pid"] != pid  # a later job starts one
     worker.stop_worker()
 
 
@@ -177,11 +185,12 @@ def test_serve_protocol_by_hand():
     lines = "".join(json.dumps(s) + "\n" for s in ({"do": "ok"}, {"do": "raise"}, {"do": "ok"}))
     proc = subprocess.run([sys.executable, "-m", "ablate.gpu.worker", "--serve", STUB], cwd=ROOT, input=lines,
                           capture_output=True, text=True, timeout=LONG)
-    answers = [json.loads(line) for line in proc.stdout.splitlines()]
+    hello, *answers = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert hello == {"hello": hello["hello"]}  # ready, before any spec is read
     assert [a["status"] for a in answers] == ["ok", "crashed"] and proc.returncode == 1
     proc = subprocess.run([sys.executable, "-m", "ablate.gpu.worker", "--serve", STUB], cwd=ROOT,
                           input=json.dumps({"do": "ok"}) + "\n", capture_output=True, text=True, timeout=LONG)
-    assert proc.returncode == 0 and json.loads(proc.stdout)["status"] == "ok"
+    assert proc.returncode == 0 and json.loads(proc.stdout.splitlines()[1])["status"] == "ok"
 
 
 def test_usage():
@@ -274,16 +283,17 @@ def test_answers_to_specs_sent_ahead_are_drained_so_the_child_never_waits_on_a_f
     assert w.sent == [] and w._buffer == b""
 
 
-def test_the_plan_sends_each_next_spec_and_holds_the_gpu_meanwhile(tmp_path, monkeypatch):
-    """run_worker sends the planned next spec behind its own and keeps the GPU claimed while
-    the child works on it; the last job of the plan lets the GPU go."""
+def test_the_plan_sends_the_next_specs_ahead_and_holds_the_gpu_until_the_sweep_ends(tmp_path, monkeypatch):
+    """plan_ahead queues the sweep's specs: a lone child gets them all at once (up to
+    pool.AHEAD_ONE), each job reads its own answer, the GPU stays claimed until stop_worker,
+    and the plan is forgotten then."""
     from ablate.gpu import gpus
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi: one stand-in GPU below
     gpu = gpus.Gpu("0", "GPU-test", "stand-in")
     monkeypatch.setattr(gpus, "visible", lambda: [gpu])
     monkeypatch.setenv(gpus.LOCK_DIR_ENV, str(tmp_path / "locks"))
-    monkeypatch.setattr(worker, "_worker", Worker(handler=STUB))
+    monkeypatch.setattr(pool, "_pool", pool.Pool(STUB))
 
     def free():
         fd = gpus._try_lock(gpu, gpus.lock_dir())
@@ -292,19 +302,20 @@ def test_the_plan_sends_each_next_spec_and_holds_the_gpu_meanwhile(tmp_path, mon
         return fd is not None
 
     try:
+        worker.prestart_worker()
+        child = pool._pool.workers[0]
         specs = [stamp("a"), stamp("b"), stamp("c")]
         worker.plan_ahead(specs)
+        assert child.sent == specs and not free()
         assert worker.run_worker(specs[0], LONG).params["tag"] == "a"
-        assert worker._worker.sent == [specs[1]] and not free()
         assert worker.run_worker(specs[1], LONG).params["tag"] == "b"
-        assert worker._worker.sent == [specs[2]] and not free()
         assert worker.run_worker(specs[2], LONG).params["tag"] == "c"
-        assert worker._worker.sent == [] and free()
-        assert worker.run_worker(stamp("d"), LONG).params["tag"] == "d"  # not planned: nothing ahead
-        assert worker._worker.sent == [] and free()
+        assert child.sent == [] and not free()  # held for the sweep's next jobs
+        assert worker.run_worker(stamp("d"), LONG).params["tag"] == "d"  # not planned: sent when asked
+        assert child.sent == [] and pool._pool.pending == []
     finally:
         worker.stop_worker(grace=0)
-    assert worker._plan == [] and worker._held is None
+    assert pool._pool.pending == [] and pool._pool.workers == [] and free()
 
 
 def test_a_child_never_sent_a_spec_is_not_waited_for(w):
@@ -447,13 +458,14 @@ def test_prestart_attaches_to_the_kept_child_once(tmp_path, monkeypatch):
 
     gpu = gpus.Gpu("0", None, None)
     monkeypatch.setattr(gpus, "visible", lambda: [gpu])
+    monkeypatch.setenv(gpus.LOCK_DIR_ENV, str(tmp_path / "locks"))
     pid = keep_one(tmp_path, monkeypatch, gpu)
-    monkeypatch.setattr(worker, "_worker", Worker(handler=STUB))
+    monkeypatch.setattr(pool, "_pool", pool.Pool(STUB))
     try:
         worker.prestart_worker()  # cli() and then the sweep's callback: attached once, kept
-        worker.prestart_worker()
-        assert worker._worker.pid == pid and worker._worker.proc is None
-        assert worker._worker.run({"do": "ok"}, LONG).params["worker_pid"] == pid
+        worker.prestart_worker(every=True)
+        assert [w.pid for w in pool._pool.workers] == [pid] and pool._pool.workers[0].proc is None
+        assert worker.run_worker({"do": "ok"}, LONG).params["worker_pid"] == pid
     finally:
         worker.stop_worker()
     assert wait_dead(pid)
@@ -461,8 +473,8 @@ def test_prestart_attaches_to_the_kept_child_once(tmp_path, monkeypatch):
 
 def test_stop_worker_says_once_that_the_child_is_kept(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("ABLATE_TEST_KEY", str(tmp_path))
-    monkeypatch.setattr(worker, "_worker", Worker(handler=STUB))
-    pid = worker._worker.run({"do": "ok"}, LONG).params["worker_pid"]
+    no_gpu_listed(monkeypatch)
+    pid = worker.run_worker({"do": "ok"}, LONG).params["worker_pid"]
     with caplog.at_level("INFO", logger="ablate"):
         worker.stop_worker(keep_s=LONG)
         worker.stop_worker()  # atexit's, later: nothing more to say, nothing ended
@@ -495,3 +507,14 @@ def test_stop_workers_is_a_command():
     proc = subprocess.run([sys.executable, "-m", "ablate", "stop-workers", "--help"], cwd=ROOT, capture_output=True,
                           text=True, timeout=LONG)
     assert proc.returncode == 0 and "end this user's kept GPU workers now" in proc.stdout
+
+
+def test_a_reported_crash_does_not_wait_for_the_childs_teardown(w):
+    """A child that answered `crashed` has said all it will (its log is whole): it is killed at
+    once, not waited for while it tears down (5 s here; a poisoned CUDA context's, on a GPU),
+    so that the pool's other GPUs get their next specs meanwhile."""
+    pid = w.run({"do": "slow_exit"}, LONG).params["worker_pid"]  # its exit now takes 5 s
+    tic = time.monotonic()
+    out = w.run({"do": "raise"}, LONG)
+    assert out.status == "crashed" and "illegal memory access" in out.error
+    assert time.monotonic() - tic < 3 and wait_dead(pid, within=1)

@@ -1,12 +1,12 @@
-"""Which GPUs this host has, and which one a job times on.
+"""Which GPUs this host has, and which of them a sweep times on.
 
-A job times base, variant and peers on one GPU, in its GPU child (ablate/gpu/worker.py). When
-several jobs run at once (a parallel launcher: conf/hydra/launcher/gpus.yaml runs as many
-as the host has GPUs), each must have a GPU to itself, or their timings would disturb each
-other. So a job claims a GPU for the time of its GPU work: an exclusive lock on a file named
-after the GPU's UUID (fcntl.flock, released when the job's work ends or its process dies),
-trying first the GPU its child already runs on, then the others, and waiting while all are
-taken. The child is started with CUDA_VISIBLE_DEVICES naming that GPU alone.
+A sweep times on every GPU it may use, one GPU child each (ablate/gpu/pool.py); two sweeps
+(or a sweep and a single job) on one host must not time on one GPU at once, or their
+timings would disturb each other. So a sweep claims each GPU it uses for its time: an
+exclusive lock on a file named after the GPU's UUID (fcntl.flock, released when the sweep
+ends or its process dies); a GPU that another holds is left to it, and where all are held
+the sweep waits for one (`claim`). The child is started with CUDA_VISIBLE_DEVICES naming
+that GPU alone.
 
 The GPUs are those CUDA_VISIBLE_DEVICES names when it is set (a SLURM job's allocation), else
 every GPU nvidia-smi lists. The locks live in ABLATE_GPU_LOCK_DIR, by default a folder of
@@ -133,8 +133,8 @@ def claim(prefer=None, gpus=None, poll_s=0.5):
 
 
 def register_resolver():
-    """`${ablate_gpus:}` in a config: how many GPUs a job may use (the launcher preset
-    conf/hydra/launcher/gpus.yaml runs that many jobs at a time)."""
+    """`${ablate_gpus:}` in a config: how many GPUs a job may use (for a launcher config that
+    runs that many jobs at a time; a sweep of ablate's own uses them all by itself)."""
     from omegaconf import OmegaConf
 
     if not OmegaConf.has_resolver("ablate_gpus"):  # hydra_plugins/ablate_kernel registers it as Hydra starts

@@ -29,7 +29,7 @@ from mlflow import MlflowClient
 from omegaconf import OmegaConf
 
 from ablate.job import counters
-from ablate.report import interactions, plots, roofline
+from ablate.report import gpu_spread, interactions, plots, roofline
 from ablate.gpu.stats import interval_text, overlap
 from ablate.report.plots import markdown
 from ablate.sweep import tracking
@@ -165,23 +165,26 @@ def compare(a, b, experiment=None, out=None, kernel=None):
     jobs = [load_jobs(s["experiment_id"], s) for s in chosen]
     ranked = [ranking(j)[0] for j in jobs]
     key = ["pathology", "shape"]
-    cols = key + ["slowdown", "slowdown_lo", "slowdown_hi"]
+    cols = key + ["slowdown", "slowdown_lo", "slowdown_hi", "gpu_uuid"]
     both = ranked[0][cols].merge(ranked[1][cols], on=key, how="outer", suffixes=(" A", " B"))
+    spread = gpu_spread.of_both(*jobs)  # results of different GPUs: held to the GPUs' spread too
     rows = []
     for _, r in both.iterrows():
         present = [not pd.isna(r[f"slowdown {x}"]) for x in "AB"]
-        verdict = ("agree" if overlap(r["slowdown_lo A"], r["slowdown_hi A"], r["slowdown_lo B"], r["slowdown_hi B"])
-                   else "DISAGREE") if all(present) else f"only in {'A' if present[0] else 'B'}"
+        verdict = (gpu_spread.verdict(r, spread, overlap) if all(present)
+                   else f"only in {'A' if present[0] else 'B'}")
         rows.append({"pathology": r["pathology"], "shape": r["shape"],
                      "A [95% CI]": _interval(r, " A"), "B [95% CI]": _interval(r, " B"),
                      "B / A": f"{r['slowdown B'] / r['slowdown A']:.4f}" if all(present) else "-",
                      "verdict": verdict})
     view = pd.DataFrame(rows)
-    paired = view[view["verdict"].isin(["agree", "DISAGREE"])]
-    agree = int((paired["verdict"] == "agree").sum())
+    paired = view[~view["verdict"].str.startswith("only in")] if len(view) else view
+    agree = int((paired["verdict"] != "DISAGREE").sum())
     titles = [header(s, j, uri if label == "A" else None, f"{label}: sweep")
               for label, s, j in zip("AB", chosen, jobs)]
-    lines = titles + [f"{agree} of {len(paired)} jobs in both agree (their intervals overlap); "
+    lines = titles + [f"{agree} of {len(paired)} jobs in both agree (their intervals overlap"
+                      + (f", widened by the GPUs' spread {spread:.2%} where two GPUs timed them" if spread else "")
+                      + "); "
                       f"{len(paired) - agree} disagree beyond their intervals:", view.to_string(index=False)]
     db = sqlite_path(uri)
     out = Path(out) if out else (db.resolve().parent if db is not None else ROOT / "runs")
@@ -279,6 +282,7 @@ def load_jobs(experiment_id, sweep):
         "counters": col("params.counters"),           # the counter rules that applied (profile.py)
         "counters_verdict": col("params.counters_verdict"),
         "gpu": col("params.gpu"),
+        "gpu_uuid": col("params.gpu_uuid"),           # which GPU timed it (ablate/gpu/pool.py)
         "roof": col("params.roof"),                   # the kind of compute under the roofline (peaks.py)
         "bound": col("params.bound"),                 # memory: a bandwidth chart, not a roofline
         "arch": col("params.arch"),  # what the binaries were built for (static: the occupancy's)
@@ -326,7 +330,7 @@ def header(sweep, jobs, uri=None, lead="Sweep"):
             f"({kernel}mode {sweep.get('tags.mode')}, commit {sweep.get('tags.git_commit')}, "
             + (f"plugin sources {_sources(sweep)}, " if _sources(sweep) else "")
             + f"{sweep['status'].lower()}; jobs: {counts})" + (f"\nstore: {uri}" if uri else "")
-            + mixed_gpus(jobs))
+            + mixed_gpus(jobs) + gpu_spread.line(jobs))
 
 
 def mixed_gpus(jobs):

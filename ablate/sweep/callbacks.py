@@ -1,11 +1,11 @@
 """Hydra callback of a multirun: build every variant of the sweep in parallel before the first
 job runs, open (then close) the sweep's parent MLflow run, draw the progress line, start an
-MLflow server when jobs log at the same time, and end the GPU child its jobs shared
-(ablate/gpu/worker.py).
+MLflow server when jobs log at the same time, and end (or keep) the GPU children its jobs
+shared, one per GPU (ablate/gpu/pool.py).
 
-Once built, the jobs that will be timed in this process (Hydra's basic launcher) are handed
-to the GPU child's parent side as a plan (ablate/gpu/worker.py, plan_ahead): each job sends
-the next one's spec ahead of its own answer.
+Once built, the specs of the jobs that will be timed in this process (Hydra's basic
+launcher) are queued for the GPU children (ablate/gpu/worker.py, plan_ahead): each job then
+collects the answer its child computed ahead.
 
 Registered in conf/config.yaml under `hydra.callbacks`. on_multirun_start and
 on_multirun_end run in the launching process; on_job_start and on_job_end wherever the job
@@ -108,7 +108,7 @@ class SweepSetup(Callback):
         from ablate.gpu.worker import prestart_worker, stop_worker
 
         if early:
-            prestart_worker()  # its torch and CUDA start while the jobs are worked out and built (cli() may have)
+            prestart_worker(every=True)  # a child per GPU: torch and CUDA start while the jobs are worked out and built
         else:
             stop_worker(grace=0)  # cli() started one on a guess: these jobs time elsewhere, or not at all
         try:

@@ -23,12 +23,14 @@ GOOD = ("ok", "static")
 QUIET_ENV = "ABLATE_PROGRESS_PID"  # set while a line is drawn: the pid of the process drawing it
 
 
-def mark(output_dir, status, summary=""):
-    """Record a job's end in its output folder (where the line's thread finds it)."""
+def mark(output_dir, status, summary="", gpu=None):
+    """Record a job's end in its output folder (where the line's thread finds it); `gpu`: the
+    index of the GPU that timed it (the line shows each GPU's share)."""
     path = Path(output_dir) / MARK
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"status": str(status), "summary": summary, "pid": os.getpid()}))
+    tmp.write_text(json.dumps({"status": str(status), "summary": summary, "pid": os.getpid(),
+                               **({"gpu": str(gpu)} if gpu is not None else {})}))
     tmp.replace(path)  # whole or absent, never half written
 
 
@@ -54,6 +56,7 @@ class Progress:
         self.sweep_dir, self.total, self.poll_s = Path(sweep_dir), total, poll_s
         self.enabled = sys.stdout.isatty() if enabled is None else enabled
         self.seen, self.counts = set(), {"ok": 0, "failed": 0, "not applicable": 0}
+        self.gpus = {}  # GPU index: jobs it timed (the marks that name one)
         self.stdout = sys.stdout
         self.bar = tqdm(total=total, desc="sweep", file=self.stdout, disable=not self.enabled,
                         bar_format="{desc}: {n_fmt}/{total_fmt} jobs{postfix} [{elapsed} elapsed, {remaining} left]")
@@ -69,7 +72,9 @@ class Progress:
 
     def _counts(self):
         na = self.counts["not applicable"]
-        return f"ok {self.counts['ok']}, failed {self.counts['failed']}" + (f", not applicable {na}" if na else "")
+        shares = ", ".join(f"gpu{g} {n}" for g, n in sorted(self.gpus.items(), key=lambda i: _index_order(i[0])))
+        return (f"ok {self.counts['ok']}, failed {self.counts['failed']}" + (f", not applicable {na}" if na else "")
+                + (f"; {shares}" if shares else ""))
 
     def poll(self):
         """Count the marks that appeared since the last call; return how many."""
@@ -84,6 +89,8 @@ class Progress:
             self.seen.add(path)
             status = job.get("status")
             self.counts["ok" if status in GOOD else "not applicable" if status == "not_applicable" else "failed"] += 1
+            if job.get("gpu") is not None:
+                self.gpus[job["gpu"]] = self.gpus.get(job["gpu"], 0) + 1
             if job.get("pid") != os.getpid() and job.get("summary") and self.enabled:  # else logged here
                 self.bar.write(job["summary"], file=self.stdout)
             new += 1
@@ -109,6 +116,10 @@ class Progress:
             del os.environ[QUIET_ENV]
         return dict(self.counts)
 
+
+def _index_order(index):
+    """GPU indices in number order (gpu2 before gpu10), any other name after them."""
+    return (0, int(index), "") if str(index).isdigit() else (1, 0, str(index))
 
 
 class _AboveTheLine(io.TextIOBase):

@@ -1,0 +1,166 @@
+"""Every GPU of a host in one pipeline, on the CPU: a fake nvidia-smi lists two GPUs and a
+stand-in child (`stand_in` below, imported by the child as tests.test_pool:stand_in) plays
+the GPU job. The jobs spread over one child per GPU; a variant that faults or hangs on one
+GPU leaves the other timing; a GPU whose child cannot start is dropped with one line and its
+jobs go to the other; the control is timed on every GPU and their spread recorded."""
+import os
+import select
+import signal
+import sys
+import time
+
+import pytest
+
+from ablate.gpu import gpus, pool, worker
+from ablate.job.result import Result
+
+STAND_IN = "tests.test_pool:stand_in"
+LISTING = ("0, GPU-aaaaaaaa-0000-0000-0000-000000000000, NVIDIA H100 80GB HBM3\n"
+           "1, GPU-bbbbbbbb-0000-0000-0000-000000000000, NVIDIA H100 80GB HBM3\n")
+BROKEN_ENV = "ABLATE_TEST_BROKEN_GPU"
+LONG = 60
+
+if os.environ.get(BROKEN_ENV) and os.environ.get(BROKEN_ENV) == os.environ.get("CUDA_VISIBLE_DEVICES"):
+    sys.exit("stand-in: no CUDA context can be made on this GPU")  # in the child, before it is ready
+
+
+def stand_in(spec):
+    """A GPU job: spec["do"] says what it does on its GPU; answers when it began and ended."""
+    pinned = os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
+    began = time.time()
+    if spec.get("do") == "segv":
+        print("about to fault", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGSEGV)
+    elif spec.get("do") == "hang":
+        time.sleep(1000)
+    time.sleep(spec.get("s", 0.0))
+    base_us = 10.0 * (1.03 if pinned.startswith("GPU-bbbb") else 1.0)  # the second GPU 3% slower
+    return Result("ok", params={"pinned": pinned, "tag": spec.get("tag", "")},
+                  metrics={"base_us": base_us, "began": began, "ended": time.time()})
+
+
+@pytest.fixture
+def two_gpus(tmp_path, monkeypatch):
+    from conftest import fake_gpus  # here: the children import this module, without tests/ on their path
+
+    fake_gpus(tmp_path, monkeypatch, LISTING)
+    monkeypatch.setattr(pool, "_pool", pool.Pool(STAND_IN))
+    yield
+    worker.stop_worker()
+
+
+def ready(within=LONG):
+    """Wait until every child of the pool said it is ready (so the queue's order decides
+    which GPU takes which spec: the first to GPU 0, the second to GPU 1, and so on)."""
+    deadline = time.monotonic() + within
+    for w in pool._pool.workers:
+        while not w.hello and time.monotonic() < deadline:
+            if select.select([w._fds()[0]], [], [], 0.1)[0] and not w._read():
+                break
+    return [w.hello for w in pool._pool.workers]
+
+
+def job(tag, s=0.0, timeout_s=LONG, **extra):
+    return {"tag": tag, "s": s, "bench": {"timeout_s": timeout_s}, **extra}
+
+
+def test_jobs_spread_over_one_child_per_gpu(two_gpus):
+    worker.prestart_worker(every=True)
+    assert ready() == [True, True]
+    specs = [job(str(i), s=0.3) for i in range(8)]
+    worker.plan_ahead(specs)
+    outs = [worker.run_worker(spec, LONG) for spec in specs]
+    assert [o.params["tag"] for o in outs] == [s["tag"] for s in specs]  # each job its own answer
+    on = {g: [o for o in outs if o.params["gpu_index"] == g] for g in ("0", "1")}
+    assert len(on["0"]) >= 2 and len(on["1"]) >= 2
+    assert all(o.params["pinned"].startswith("GPU-aaaa") for o in on["0"])
+    assert all(o.params["pinned"].startswith("GPU-bbbb") for o in on["1"])
+    assert len({o.params["worker_pid"] for o in on["0"]}) == 1  # each GPU's child kept between jobs
+    # At once: some job on GPU 1 ran while one on GPU 0 did.
+    assert any(a.metrics["began"] < b.metrics["ended"] and b.metrics["began"] < a.metrics["ended"]
+               for a in on["0"] for b in on["1"])
+
+
+@pytest.mark.parametrize("plant", ["segv", "hang"])
+def test_a_fault_or_a_hang_on_one_gpu_leaves_the_other_timing(two_gpus, plant):
+    worker.prestart_worker(every=True)
+    assert ready() == [True, True]
+    first_pid = pool._pool.workers[0].pid
+    bad = job("bad", timeout_s=3.0, do=plant)  # to GPU 0 (first in the queue), the rest after it
+    good = [job(t, s=0.1) for t in "abcdef"]
+    worker.plan_ahead([bad, *good])
+    out = worker.run_worker(bad, 3.0)
+    when = time.time()
+    answered = [o for key, got in pool._pool.done.items() for _, o in got]
+    assert out.params["gpu_index"] == "0" and out.params["worker_pid"] == first_pid
+    if plant == "segv":
+        assert out.status == "crashed" and "SIGSEGV" in out.error and "about to fault" in out.error
+    else:
+        assert out.status == "timeout" and "bench.timeout_s=3.0" in out.error
+        # GPU 1 went on while GPU 0 hung: its jobs were answered before GPU 0's was given up.
+        assert len(answered) >= 3 and all(o.params["gpu_index"] == "1" for o in answered)
+        assert all(o.metrics["ended"] < when for o in answered)
+    outs = [worker.run_worker(spec, LONG) for spec in good]
+    assert [o.status for o in outs] == ["ok"] * len(good)
+    assert [o.params["tag"] for o in outs] == list("abcdef")
+    assert pool._pool.workers[0].pid != first_pid  # a fresh child on the faulty GPU
+    assert [w.gpu.index for w in pool._pool.workers] == ["0", "1"]  # nothing dropped: the GPU is fine
+
+
+def test_a_gpu_whose_child_cannot_start_is_dropped_with_one_line(two_gpus, monkeypatch, caplog):
+    monkeypatch.setenv(BROKEN_ENV, "GPU-bbbbbbbb-0000-0000-0000-000000000000")
+    specs = [job(str(i), s=0.05) for i in range(5)]
+    with caplog.at_level("INFO", logger="ablate"):
+        worker.prestart_worker(every=True)
+        worker.plan_ahead(specs)
+        outs = [worker.run_worker(spec, LONG) for spec in specs]
+    assert [o.status for o in outs] == ["ok"] * 5, [o.error for o in outs]
+    assert {o.params["gpu_index"] for o in outs} == {"0"}
+    lines = [r.getMessage() for r in caplog.records if "could not start" in r.getMessage()]
+    assert len(lines) == 1 and len(lines[0].splitlines()) == 1
+    assert lines[0].startswith("GPU 1 (NVIDIA H100 80GB HBM3): its GPU worker could not start (exit code 1")
+    assert "no CUDA context can be made on this GPU" in lines[0]
+    assert [w.gpu.index for w in pool._pool.workers] == ["0"]
+    broken = gpus.visible()[1]
+    free = gpus.try_lock(broken)
+    assert free is not None  # a dropped GPU is let go, for another sweep
+    os.close(free)
+    worker.prestart_worker(every=True)  # and not tried again in this one
+    assert [w.gpu.index for w in pool._pool.workers] == ["0"] and len(lines) == 1
+
+
+def test_the_control_is_timed_on_every_gpu_and_their_spread_recorded(two_gpus, monkeypatch):
+    control = job("none", base_so="/b/base.so", variant_so="/b/base.so", launches=1, sm_fraction=None)
+    variant = job("v", base_so="/b/base.so", variant_so="/b/v.so", launches=1, sm_fraction=None)
+    worker.prestart_worker(every=True)
+    worker.plan_ahead([control, variant])
+    out = worker.run_worker(control, LONG)
+    assert out.params["control_gpus"] == "0,1"
+    assert out.metrics["base_us_gpu0"] == 10.0 and out.metrics["base_us_gpu1"] == pytest.approx(10.3)
+    assert out.metrics["gpu_spread"] == pytest.approx(0.03)
+    assert "gpu_spread" not in worker.run_worker(variant, LONG).metrics  # only the control is timed twice
+    worker.stop_worker()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # one GPU: timed once, no spread
+    worker.prestart_worker(every=True)
+    alone = worker.run_worker(control, LONG)
+    assert alone.params["gpu_index"] == "1" and "gpu_spread" not in alone.metrics
+
+
+def test_each_gpus_child_is_kept_for_the_next_sweep_under_its_own_name(two_gpus, tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("ABLATE_TEST_KEY", str(tmp_path))  # this test's own kept children
+    worker.prestart_worker(every=True)
+    assert ready() == [True, True]
+    specs = [job(str(i)) for i in range(4)]
+    worker.plan_ahead(specs)
+    served = {o.params["gpu_index"]: o.params["worker_pid"] for o in (worker.run_worker(s, LONG) for s in specs)}
+    assert sorted(served) == ["0", "1"]
+    keys = [w.key for w in pool._pool.workers]
+    with caplog.at_level("INFO", logger="ablate"):
+        worker.stop_worker(keep_s=LONG)
+    assert "2 GPU workers are kept for 60 s" in caplog.text and len(set(keys)) == 2
+    monkeypatch.setattr(pool, "_pool", pool.Pool(STAND_IN))  # the next sweep
+    worker.prestart_worker(every=True)
+    assert {w.gpu.index: w.pid for w in pool._pool.workers} == served  # each GPU's own child, attached
+    again = worker.run_worker(job("again"), LONG)
+    assert again.params["worker_pid"] == served[again.params["gpu_index"]]
+    assert again.params["pinned"].startswith("GPU-aaaa" if again.params["gpu_index"] == "0" else "GPU-bbbb")
