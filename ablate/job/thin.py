@@ -249,17 +249,27 @@ class Spec:
     def _triton(self, own):
         """SOURCE and SYMBOL from TRITON; args from the function's parameters; one config per
         compiled instance."""
-        from ablate.build import triton_aot
+        from ablate.build import triton_target
 
         try:
-            file, name = triton_aot.split_target(own["TRITON"])
+            kind, file, name = triton_target.split(own["TRITON"])
+            if kind == "module":  # an installed package's function: its module's file is the source
+                file = str(triton_target.source_file(own["TRITON"], self.folder))
+            configs = triton_target.autotune_configs(triton_target.load(str(self.folder), own["TRITON"])) \
+                if "META" not in own else []
         except ValueError as e:
             raise SpecError(str(e)) from None
         self.SOURCE, self.SYMBOL = own.get("SOURCE", file), own.get("SYMBOL", name)
-        for key, kind in (("META", dict), ("INSTANCES", dict)):
-            if not isinstance(own.get(key), kind) or not own[key]:
+        # An autotuned kernel without META: its autotuner's first config is the base where the
+        # autotuner cannot run (static mode); on a GPU, ablate/job/autotune.py takes its pick.
+        self.META_FROM = "spec.META" if "META" in own else "autotune" if configs else None
+        if configs:
+            self.META = dict(configs[0])
+        for key in ("META", "INSTANCES"):
+            value = self.META if key == "META" and configs else own.get(key)
+            if not isinstance(value, dict) or not value:
                 raise SpecError(f"spec.{key} must be a non-empty dict (a Triton kernel's "
-                                f"{'base meta-parameters' if key == 'META' else 'compiled instances: {name: shape}'})")
+                                f"{'base meta-parameters, unless @triton.autotune gives them' if key == 'META' else 'compiled instances: {name: shape}'})")
         if "TENSORS" not in own:
             raise SpecError("a Triton kernel's spec declares TENSORS (its inputs are made, and specialized, from them)")
         if "args" not in own:
