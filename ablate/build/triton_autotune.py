@@ -46,13 +46,7 @@ def tune(spec, shape) -> dict:
     args = spec.args(inputs, shape)
     obj[lambda meta: tuple(spec.grid(shape, meta))](**args)
     torch.cuda.synchronize()
-    best = tuner.best_config
-    picked = {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}
-    if getattr(best, "num_ctas", 1) not in (None, 1):
-        picked["num_ctas"] = best.num_ctas
-    if getattr(best, "maxnreg", None) is not None:
-        picked["maxnreg"] = best.maxnreg
-    return picked
+    return triton_target.config_dict(tuner.best_config)
 
 
 def base_meta(plugin, shape, build_dir) -> dict:

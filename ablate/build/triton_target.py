@@ -1,7 +1,7 @@
 """What a Triton plugin's spec.TRITON names, as libraries ship their kernels.
 
 TRITON is either a file of the plugin (`base/matmul.py:matmul_kernel`, relative to its folder)
-or a function of an installed package (`liger_kernel.ops.rms_norm:_rms_norm_forward_kernel`,
+or a function of an installed package (`a_library.ops.norm:_norm_fwd_kernel`,
 a module path): the plugin then holds no copy of the kernel's code. Either names a
 `@triton.jit` function, bare or under Triton's own wrappers, `@triton.autotune` (an Autotuner)
 and `@triton.heuristics` (a Heuristics), in any order: `unwrap` follows each wrapper's `fn` to
@@ -115,17 +115,17 @@ def autotune_configs(obj) -> list[dict]:
     otherwise than Triton's default); [] for a kernel without an autotuner. These are the
     kernel's own neighbourhood of its tunables (docs/design.md, "Triton kernels")."""
     tuner = autotuner(obj)
-    if tuner is None:
-        return []
-    out = []
-    for config in tuner.configs:
-        d = {**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages}
-        if getattr(config, "num_ctas", 1) not in (None, 1):
-            d["num_ctas"] = config.num_ctas
-        if getattr(config, "maxnreg", None) is not None:
-            d["maxnreg"] = config.maxnreg
-        out.append(d)
-    return out
+    return [config_dict(config) for config in tuner.configs] if tuner is not None else []
+
+
+def config_dict(config) -> dict:
+    """A triton.Config as META: {**kwargs, num_warps, num_stages[, num_ctas, maxnreg]}."""
+    d = {**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages}
+    if getattr(config, "num_ctas", 1) not in (None, 1):
+        d["num_ctas"] = config.num_ctas
+    if getattr(config, "maxnreg", None) is not None:
+        d["maxnreg"] = config.maxnreg
+    return d
 
 
 def heuristic_values(obj, args: dict, meta: dict) -> dict:
