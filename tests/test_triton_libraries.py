@@ -17,6 +17,7 @@ from ablate.build import triton_aot, triton_target  # noqa: E402
 from ablate.job import plugins  # noqa: E402
 from ablate.job.job import make_job  # noqa: E402
 from ablate.pipeline import run_job  # noqa: E402
+from conftest import kept_build_dir  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "plugins"
@@ -169,7 +170,7 @@ def test_a_missing_package_is_one_line_naming_the_module(tmp_path):
         triton_target.split("no-such.module:f")
 
 
-def test_the_liger_plugin_builds_statically(tmp_path):
+def test_the_liger_plugin_builds_statically():
     """kernels/liger_rmsnorm names Liger-Kernel's function by module path and holds no copy of
     it; its META is Liger's own launch for hidden 4096; every variant builds for sm_90."""
     pytest.importorskip("liger_kernel", reason="liger-kernel is not installed (pip install -e '.[liger]')")
@@ -181,7 +182,7 @@ def test_the_liger_plugin_builds_statically(tmp_path):
     block, warps = calculate_settings(plugin.spec.HIDDEN)
     assert (plugin.spec.META["BLOCK_SIZE"], plugin.spec.META["num_warps"]) == (block, warps)
     assert plugin.package()["triton_package"].startswith("liger_kernel 0.8.5")
-    results = sweep("liger_rmsnorm", tmp_path / "build", ())
+    results = sweep("liger_rmsnorm", kept_build_dir("liger_rmsnorm"), ())  # the build is the means here
     assert_every_job_ok_or_not_applicable(results)
     assert results["oversized_block"].status == "static"
 

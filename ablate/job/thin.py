@@ -17,8 +17,9 @@ is loaded:
 - `validate_shape` from SHAPE, `tolerance` from TOLERANCE, BOUND from WORK (and WORK from
   BOUND: `compute` is the FP16 tensor cores).
 
-A Triton kernel's spec (TRITON = "FILE.py:FUNCTION", its @triton.jit function) has no C ABI:
-SOURCE and SYMBOL are that file and function, and its launch is `args(inputs, shape)`, the
+A Triton kernel's spec (TRITON = "FILE.py:FUNCTION" or "package.module:FUNCTION", its
+@triton.jit function, bare or autotuned: ablate/build/triton_target.py) has no C ABI:
+SOURCE and SYMBOL are that file (the module's) and function, and its launch is `args(inputs, shape)`, the
 function's non-constexpr arguments by name, derived as the C ABI's are: a parameter named as
 a tensor takes it, as a shape field its value, else PARAMS[name] (a formula); its constexprs
 and compile options are META, its launch grid `grid(shape, meta)`, its compiled instances
