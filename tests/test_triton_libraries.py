@@ -5,6 +5,7 @@ version in its provenance, and Liger-Kernel's RMSNorm (kernels/liger_rmsnorm; sk
 without the extra). On a GPU: tests/test_triton_libraries_gpu.py."""
 import json
 import logging
+import shutil
 import sys
 from pathlib import Path
 
@@ -80,6 +81,30 @@ def test_the_autotuned_base_on_a_gpu_is_the_variants_base(tmp_path, monkeypatch)
     assert triton_aot.effective_meta(spec, job.variant) == {**picked, "num_warps": 4}
     static = make_job(plugins.compose("tuned_axpy", ["pathology=half_warps", "mode=static"], kernel_path=[FIXTURES]))
     assert static.base.base_meta == {} and triton_aot.effective_meta(spec, static.variant)["num_warps"] == 2
+
+
+def test_the_specs_meta_overrides_the_autotuner(tmp_path, monkeypatch):
+    """A META that declares part of a config: the rest is the autotuner's (its pick on a GPU,
+    its first config without); one that declares all of it leaves the autotuner out."""
+    from ablate.build import triton_autotune
+
+    folder = tmp_path / "plugins" / "tuned_axpy"
+    shutil.copytree(FIXTURES / "tuned_axpy", folder)
+    spec_py = folder / "spec.py"
+    spec_py.write_text(spec_py.read_text() + '\nMETA = {"num_warps": 2}\n')
+    spec = plugins.load("tuned_axpy", [folder.parent]).spec
+    assert spec.META_FROM == "autotune" and spec.META == {"BLOCK": 1024, "num_warps": 2, "num_stages": 3}
+    monkeypatch.setattr(triton_autotune, "base_meta",
+                        lambda plugin, shape, build_dir: {"BLOCK": 2048, "num_warps": 8, "num_stages": 3})
+    job = make_job(plugins.compose("tuned_axpy", ["pathology=none", "mode=gpu"], kernel_path=[folder.parent]))
+    assert job.base.base_meta == {"BLOCK": 2048, "num_warps": 2, "num_stages": 3}
+    full = tmp_path / "full" / "tuned_axpy"
+    shutil.copytree(folder, full)
+    (full / "spec.py").write_text(spec_py.read_text() + 'META = {"BLOCK": 256, "num_warps": 1, "num_stages": 1}\n')
+    spec = plugins.load("tuned_axpy", [full.parent]).spec
+    assert spec.META_FROM == "spec.META" and spec.META == {"BLOCK": 256, "num_warps": 1, "num_stages": 1}
+    job = make_job(plugins.compose("tuned_axpy", ["pathology=none", "mode=gpu"], kernel_path=[full.parent]))
+    assert job.base.base_meta == {}
 
 
 def test_a_heuristics_kernel_sweeps_statically_its_values_computed_per_instance(tmp_path):

@@ -78,6 +78,6 @@ def say_static_base(plugin) -> None:
     """One line, once per process and kernel: an autotuned kernel's base without a GPU."""
     if getattr(plugin.spec, "META_FROM", None) == "autotune" and plugin.name not in _said:
         _said.add(plugin.name)
-        log.warning("%s: @triton.autotune with no spec.META: without a GPU the base is its first of %d configs "
-                    "%s (on a GPU, the config its autotuner picks for each shape)", plugin.name,
+        log.warning("%s: @triton.autotune: without a GPU the base is its first of %d configs, with spec.META over "
+                    "it: %s (on a GPU, the config its autotuner picks for each shape)", plugin.name,
                     len(configs(plugin.spec)), plugin.spec.META)

@@ -125,7 +125,8 @@ def autotuned_base(plugin, shape, cfg) -> dict:
     tuned = triton_autotune.base_meta(plugin, shape, ROOT / str(cfg.build.dir)) if cfg.mode == "gpu" else {}
     if not tuned:
         triton_autotune.say_static_base(plugin)
-    return tuned
+        return {}
+    return {**tuned, **plugin.spec.META_DECLARED}  # the spec's META overrides the autotuner
 
 
 def keep_worker_s(cfg) -> float:

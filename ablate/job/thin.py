@@ -256,16 +256,17 @@ class Spec:
             kind, file, name = triton_target.split(own["TRITON"])
             if kind == "module":  # an installed package's function: its module's file is the source
                 file = str(triton_target.source_file(own["TRITON"], self.folder))
-            configs = triton_target.autotune_configs(triton_target.load(str(self.folder), own["TRITON"])) \
-                if "META" not in own else []
+            configs = triton_target.autotune_configs(triton_target.load(str(self.folder), own["TRITON"]))
         except ValueError as e:
             raise SpecError(str(e)) from None
         self.SOURCE, self.SYMBOL = own.get("SOURCE", file), own.get("SYMBOL", name)
-        # An autotuned kernel without META: its autotuner's first config is the base where the
-        # autotuner cannot run (static mode); on a GPU, ablate/job/autotune.py takes its pick.
-        self.META_FROM = "spec.META" if "META" in own else "autotune" if configs else None
-        if configs:
-            self.META = dict(configs[0])
+        # An autotuned kernel: what its META does not declare of a config comes from the
+        # autotuner, its first config where it cannot run (static mode); on a GPU, its pick for
+        # the shape (ablate/build/triton_autotune.py). The declared META overrides either.
+        self.META_DECLARED = dict(own.get("META") or {})
+        self.META_FROM = "autotune" if configs and not set(configs[0]) <= set(self.META_DECLARED) else "spec.META"
+        if self.META_FROM == "autotune":
+            self.META = {**configs[0], **self.META_DECLARED}
         for key in ("META", "INSTANCES"):
             value = self.META if key == "META" and configs else own.get(key)
             if not isinstance(value, dict) or not value:
