@@ -36,6 +36,9 @@ def run_job(job) -> Result:
             first = next((ln.strip() for ln in b.log.splitlines() if "error" in ln.lower()), "")
             return Result("build_failed", params, artifacts={"build.log": b.log},
                           error=f"the {who} ({b.variant}) failed to build: {first} (log: {b.log_path})")
+    if getattr(job.plugin.spec, "META_FROM", None) == "autotune":  # which config of the autotuner is the base
+        params["base_meta"] = json.dumps(job.base.base_meta or job.plugin.spec.META, sort_keys=True)
+        params["base_meta_from"] = "autotuner" if job.base.base_meta else "first autotune config"
     info = variant_info(var.lib, job.plugin.spec, job.variant.pathologies)
     artifacts = {"ptxas.log": var.log, "variant_info.json": json.dumps(info, indent=1)}
     params["build_cached"] = var.cached

@@ -26,7 +26,6 @@ import fcntl
 import functools
 import hashlib
 import importlib.metadata
-import importlib.util
 import json
 import os
 import re
@@ -36,7 +35,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ablate.build import ptxas
+from ablate.build import ptxas, triton_target
 
 SUFFIX = ".triton.json"
 # Compile options a pathology may override besides the function's constexprs (Triton's CUDAOptions).
@@ -54,36 +53,30 @@ def is_manifest(lib) -> bool:
 
 
 def split_target(text) -> tuple[str, str]:
-    """`base/matmul.py:matmul_kernel` -> (file, function); ValueError naming TRITON."""
-    file, sep, name = str(text).rpartition(":")
-    if not sep or not file.endswith(".py") or not re.match(r"^[A-Za-z_]\w*$", name):
-        raise ValueError(f"spec.TRITON must be 'FILE.py:FUNCTION' (relative to the plugin folder), got {text!r}")
-    return file, name
+    """`base/matmul.py:matmul_kernel` -> (file, function), `package.module:function` ->
+    (module, function); ValueError naming TRITON (triton_target.split)."""
+    _, where, name = triton_target.split(text)
+    return where, name
 
 
 @functools.cache
 def load_function(folder, target):
-    """The @triton.jit function `target` (FILE.py:NAME) of the plugin in `folder`, its module
-    imported by path with the folder on sys.path (for modules beside it)."""
-    file, name = split_target(target)
-    path = Path(folder) / file
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
-    module_name = f"ablate_triton_{Path(folder).name}_{Path(file).stem}"
-    loader = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(loader)
-    sys.modules[module_name] = module
-    loader.loader.exec_module(module)
-    fn = getattr(module, name, None)
-    if fn is None or not hasattr(fn, "arg_names"):
-        raise ValueError(f"spec.TRITON: {path} has no @triton.jit function {name!r}")
-    return fn
+    """The @triton.jit function `target` names (FILE.py:NAME of the plugin in `folder`, its
+    module imported by path with the folder on sys.path, or package.module:NAME), under its
+    @triton.autotune and @triton.heuristics wrappers, if any (triton_target.unwrap)."""
+    return triton_target.unwrap(triton_target.load(folder, target))
+
+
+def full_meta(folder, target, args: dict, meta: dict) -> dict:
+    """`meta` with the values of the function's @triton.heuristics for these arguments, as
+    Triton computes them at a launch (triton_target.heuristic_values)."""
+    return {**meta, **triton_target.heuristic_values(triton_target.load(folder, target), args, meta)}
 
 
 def effective_meta(spec, variant) -> dict:
     """The base's META with the variant's overrides; {fraction_of_base: F} of an integer of the
     base's is int(F * it), at least 1. ValueError naming the parameter."""
-    meta = dict(spec.META)
+    meta = dict(getattr(variant, "base_meta", None) or spec.META)
     for key, value in variant.meta.items():
         if isinstance(value, dict):
             base = meta.get(key)
@@ -134,11 +127,11 @@ def instance_of(spec, folder, shape, capability=90) -> str | None:
     """The instance (of spec.INSTANCES) whose specialization a shape's arguments take, or None."""
     fn = load_function(str(folder), spec.TRITON)
     _, _, binder = binder_of(fn, capability)
-    meta = {k: v for k, v in spec.META.items()}
-
-    def key(s):
-        _, sp, _ = specialization(fn, binder, spec.args(fake_inputs(spec, s), s), meta)
-        return runtime_part(sp, fn)
+    def key(s):  # the runtime arguments' specialization, and the heuristics' values (constexprs)
+        args = spec.args(fake_inputs(spec, s), s)
+        meta = full_meta(str(folder), spec.TRITON, args, dict(spec.META))
+        _, sp, _ = specialization(fn, binder, args, meta)
+        return runtime_part(sp, fn), sorted((k, v) for k, v in meta.items() if k not in spec.META)
 
     wanted = key(shape)
     return next((name for name, s in spec.INSTANCES.items() if key(spec.validate_shape(dict(s))) == wanted), None)
@@ -208,8 +201,11 @@ def request_of(variant, kernel, capability) -> dict:
         except ValueError as e:
             raise ValueError(f"spec.INSTANCES[{name!r}]: {e}") from None
         args[name] = {k: described(v) for k, v in spec.args(fake_inputs(spec, shape), shape).items()}
+    # a library's function: its package's version and the function's hash are in the digest
+    package = triton_target.package(spec.TRITON)
     return {"kernel_dir": str(Path(kernel.dir).resolve()), "function": spec.TRITON, "capability": capability,
-            "variant": variant.name, "pathologies": list(variant.pathologies), "meta": meta, "args": args}
+            "variant": variant.name, "pathologies": list(variant.pathologies), "meta": meta, "args": args,
+            **({"package": package} if package else {})}
 
 
 def described(value):
@@ -290,8 +286,9 @@ def compile_variant(request) -> None:
     instances, configs = {}, []
     for name, described_args in request["args"].items():
         args = {k: undescribed(v) for k, v in described_args.items()}
-        bound, spec_list, options = specialization(fn, binder, args, meta)
-        options, signature, constexprs, attrs = fn._pack_args(backend, dict(meta), bound,
+        meta_here = full_meta(str(folder), request["function"], args, meta)
+        bound, spec_list, options = specialization(fn, binder, args, meta_here)
+        options, signature, constexprs, attrs = fn._pack_args(backend, dict(meta_here), bound,
                                                               [tuple(s) for s in spec_list], options)
         print(f"ptxas info    : instance {name}", flush=True)
         # ptxas's report is printed by Triton; caught here from fd 1 to rename the function.
@@ -323,9 +320,10 @@ def compile_variant(request) -> None:
         instances[name] = {"specialization": spec_list, "signature": signature,
                            "constexprs": [[list(k), v] for k, v in constexprs.items()],
                            "hash": compiled.hash, "files": files, "threads": threads, "shared": md.shared,
+                           "heuristics": {k: v for k, v in meta_here.items() if k not in meta},
                            "global_scratch_size": md.global_scratch_size}
         configs.append({"name": name, "threads": threads, "smem_bytes": md.shared, "num_warps": md.num_warps,
-                        "num_stages": meta.get("num_stages", options.num_stages)})
+                        "num_stages": meta_here.get("num_stages", options.num_stages)})
     manifest = {"function": request["function"], "triton": triton.__version__, "capability": request["capability"],
                 "meta": meta, "instances": instances,
                 "info": {"pathologies": request["pathologies"], "configs": configs}}

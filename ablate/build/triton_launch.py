@@ -72,10 +72,14 @@ class TritonKernel:
             self._compiled[name] = CompiledKernel(src, group, inst["hash"])
         return self._compiled[name]
 
+    def meta_of(self, args):
+        """The variant's meta-parameters with its @triton.heuristics' values for `args`."""
+        return triton_aot.full_meta(str(self.spec.folder), self.manifest["function"], args, self.meta)
+
     def instance(self, args):
         """(instance name, bound args) of the arguments `args` ({parameter: value})."""
         fn, binder = self._bind()
-        bound, spec_list, _ = triton_aot.specialization(fn, binder, args, self.meta)
+        bound, spec_list, _ = triton_aot.specialization(fn, binder, args, self.meta_of(args))
         for name, inst in self.manifest["instances"].items():
             if inst["specialization"] == spec_list:
                 return name, bound
@@ -90,7 +94,7 @@ class TritonKernel:
         triton.set_allocator(_scratch)  # a context variable: set where the launch runs
         name, bound = self.instance(args)
         kernel = self._kernel(name)
-        grid = tuple(int(g) for g in self.spec.grid(shape, self.meta)) + (1, 1)
+        grid = tuple(int(g) for g in self.spec.grid(shape, self.meta_of(args))) + (1, 1)
         kernel.run(grid[0], grid[1], grid[2], stream, kernel.function, kernel.packed_metadata, None, None, None,
                    *bound.values())
         return 0

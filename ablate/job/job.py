@@ -10,7 +10,7 @@ The GPU half runs in other processes (the sweep's worker, ncu's driver, compute-
 driver), which receive the job as JSON (`wire`) and read it back with `from_wire`: the one
 place where a kernel is found again from its folder's path.
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -99,6 +99,9 @@ def make_job(cfg, shape_name=None) -> Job:
     made = {key: variant_from_cfg(c, plugin.dir) for key, c in configs.items()}
     variant, base = made.pop(""), made.pop(BASE)
     check_language(plugin, variant)
+    if tuned := autotuned_base(plugin, shape, cfg):  # every variant of the job on the autotuner's base
+        variant, base = replace(variant, base_meta=tuned), replace(base, base_meta=tuned)
+        made = {k: replace(v, base_meta=tuned) for k, v in made.items()}
     for name in variant.pathologies:
         counters.check_when(variant.specs[name].get("counters"), list(shape), f"pathology '{name}'")
     name = shape_name or OmegaConf.select(cfg, "shape.name", default=None) or plugin.label(shape)
@@ -107,6 +110,23 @@ def make_job(cfg, shape_name=None) -> Job:
                peers=tuple(peers), bench=OmegaConf.to_container(cfg.bench, resolve=True), mode=str(cfg.mode),
                kernel_counters=tuple(kernel_counters), cfg=cfg, rests=made,
                opted_out={p: why for p, why in declared.items() if p in variant.generic})
+
+
+def autotuned_base(plugin, shape, cfg) -> dict:
+    """An autotuned Triton kernel's base META for the shape (ablate/build/triton_autotune.py):
+    its autotuner's pick in mode=gpu on a GPU; {} otherwise (spec.META: the declared one, or
+    the first autotune config, said once)."""
+    if plugin.language != "triton" or getattr(plugin.spec, "META_FROM", None) != "autotune":
+        return {}
+    from ablate.build import triton_autotune
+
+    from ablate.paths import ROOT
+
+    tuned = triton_autotune.base_meta(plugin, shape, ROOT / str(cfg.build.dir)) if cfg.mode == "gpu" else {}
+    if not tuned:
+        triton_autotune.say_static_base(plugin)
+        return {}
+    return {**tuned, **plugin.spec.META_DECLARED}  # the spec's META overrides the autotuner
 
 
 def keep_worker_s(cfg) -> float:

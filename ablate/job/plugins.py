@@ -101,8 +101,10 @@ OPTIONAL = {
 # A Triton kernel's spec (ablate/build/triton_aot.py) has no C ABI: it names its function and
 # its launch instead, and SOURCE and SYMBOL are derived (its file, its name).
 TRITON_SPEC = {
-    "TRITON": "the @triton.jit function, FILE.py:NAME relative to the plugin folder",
-    "META": "the base's constexprs and compile options (num_warps, num_stages, ...)",
+    "TRITON": "the @triton.jit function (bare, or under @triton.autotune / @triton.heuristics): FILE.py:NAME "
+              "relative to the plugin folder, or package.module:NAME of an installed package",
+    "META": "the base's constexprs and compile options (num_warps, num_stages, ...); an autotuned "
+            "function's may be left out (its autotuner's pick on a GPU, its first config without)",
     "INSTANCES": "{name: shape}: the compiled instances, one per specialization the shapes need",
     "grid": "grid(shape, meta) -> the launch grid",
     "args": "args(inputs, shape) -> {parameter: value}: the function's non-constexpr arguments (default: "
@@ -166,7 +168,19 @@ class Plugin:
         h = hashlib.sha256()
         for path in self.sources():
             h.update(path.relative_to(self.dir).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+        for key, value in sorted(self.package().items()):  # a library's kernel: its version and source
+            h.update(f"{key}={value}".encode() + b"\0")
         return h.hexdigest()[:16]
+
+    def package(self) -> dict:
+        """A Triton kernel named by module path (TRITON = "package.module:function"): the
+        installed package's name and version and a hash of the function's source
+        (triton_target.package); {} for a kernel whose code is the folder's own."""
+        if self.language != "triton":
+            return {}
+        from ablate.build import triton_target
+
+        return triton_target.package(self.spec.TRITON)
 
     def options(self, group: str) -> list[str]:
         """The kernel's configs in `group` (pathology, shape), with ablate's own (the base,

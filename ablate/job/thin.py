@@ -17,8 +17,9 @@ is loaded:
 - `validate_shape` from SHAPE, `tolerance` from TOLERANCE, BOUND from WORK (and WORK from
   BOUND: `compute` is the FP16 tensor cores).
 
-A Triton kernel's spec (TRITON = "FILE.py:FUNCTION", its @triton.jit function) has no C ABI:
-SOURCE and SYMBOL are that file and function, and its launch is `args(inputs, shape)`, the
+A Triton kernel's spec (TRITON = "FILE.py:FUNCTION" or "package.module:FUNCTION", its
+@triton.jit function, bare or autotuned: ablate/build/triton_target.py) has no C ABI:
+SOURCE and SYMBOL are that file (the module's) and function, and its launch is `args(inputs, shape)`, the
 function's non-constexpr arguments by name, derived as the C ABI's are: a parameter named as
 a tensor takes it, as a shape field its value, else PARAMS[name] (a formula); its constexprs
 and compile options are META, its launch grid `grid(shape, meta)`, its compiled instances
@@ -249,17 +250,28 @@ class Spec:
     def _triton(self, own):
         """SOURCE and SYMBOL from TRITON; args from the function's parameters; one config per
         compiled instance."""
-        from ablate.build import triton_aot
+        from ablate.build import triton_target
 
         try:
-            file, name = triton_aot.split_target(own["TRITON"])
+            kind, file, name = triton_target.split(own["TRITON"])
+            if kind == "module":  # an installed package's function: its module's file is the source
+                file = str(triton_target.source_file(own["TRITON"], self.folder))
+            configs = triton_target.autotune_configs(triton_target.load(str(self.folder), own["TRITON"]))
         except ValueError as e:
             raise SpecError(str(e)) from None
         self.SOURCE, self.SYMBOL = own.get("SOURCE", file), own.get("SYMBOL", name)
-        for key, kind in (("META", dict), ("INSTANCES", dict)):
-            if not isinstance(own.get(key), kind) or not own[key]:
+        # An autotuned kernel: what its META does not declare of a config comes from the
+        # autotuner, its first config where it cannot run (static mode); on a GPU, its pick for
+        # the shape (ablate/build/triton_autotune.py). The declared META overrides either.
+        self.META_DECLARED = dict(own.get("META") or {})
+        self.META_FROM = "autotune" if configs and not set(configs[0]) <= set(self.META_DECLARED) else "spec.META"
+        if self.META_FROM == "autotune":
+            self.META = {**configs[0], **self.META_DECLARED}
+        for key in ("META", "INSTANCES"):
+            value = self.META if key == "META" and configs else own.get(key)
+            if not isinstance(value, dict) or not value:
                 raise SpecError(f"spec.{key} must be a non-empty dict (a Triton kernel's "
-                                f"{'base meta-parameters' if key == 'META' else 'compiled instances: {name: shape}'})")
+                                f"{'base meta-parameters, unless @triton.autotune gives them' if key == 'META' else 'compiled instances: {name: shape}'})")
         if "TENSORS" not in own:
             raise SpecError("a Triton kernel's spec declares TENSORS (its inputs are made, and specialized, from them)")
         if "args" not in own:

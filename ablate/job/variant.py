@@ -70,6 +70,9 @@ class Variant:
     # A Triton kernel's overrides of its META: {name: value, or {"fraction_of_base": F}}, sorted by name.
     meta: dict = field(default_factory=dict)
     launch_only: tuple[str, ...] = ()  # its pathologies that change only the host's launch arguments
+    # An autotuned Triton kernel's base META for the job's shape (its autotuner's pick on a
+    # GPU: ablate/build/triton_autotune.py), in place of spec.META; {}: spec.META.
+    base_meta: dict = field(default_factory=dict)
 
     @property
     def is_base(self) -> bool:

@@ -163,7 +163,7 @@ def plugin_provenance(plugin):
 
     return {"plugin_sources": plugin.sources_digest(),
             "plugin_git_commit": git_commit(plugin.dir, shipped="none", only=plugin.dir, counts=counts),
-            "plugin_dir": str(plugin.dir)}
+            "plugin_dir": str(plugin.dir), **plugin.package()}  # a library's kernel: package, version, source hash
 
 
 def sweep_id(sweep_dir):

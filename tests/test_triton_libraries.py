@@ -1,0 +1,229 @@
+"""Triton kernels as libraries ship them, on the CPU: a function under @triton.autotune and
+one under @triton.heuristics (fixtures tests/fixtures/plugins/tuned_axpy, even_axpy) swept
+statically, TRITON by module path, a missing package refused in one line, a library kernel's
+version in its provenance, and Liger-Kernel's RMSNorm (kernels/liger_rmsnorm; skipped
+without the extra). On a GPU: tests/test_triton_libraries_gpu.py."""
+import json
+import logging
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton", reason="triton is not installed (pip install -e '.[dev]' installs it on Linux x86_64)")
+pytest.importorskip("torch")
+
+from ablate.build import triton_aot, triton_target  # noqa: E402
+from ablate.job import plugins  # noqa: E402
+from ablate.job.job import make_job  # noqa: E402
+from ablate.pipeline import run_job  # noqa: E402
+from conftest import kept_build_dir  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "plugins"
+
+
+def sweep(kernel, build_dir, kernel_path=(FIXTURES,)):
+    """{pathology: Result} of every pathology of the kernel, statically for sm_90."""
+    plugin = plugins.load(kernel, list(kernel_path))
+    out = {}
+    for name in plugin.options("pathology"):
+        cfg = plugins.compose(kernel, [f"pathology={name}", "mode=static", f"build.dir={build_dir}",
+                                       "build.arch=sm_90"], kernel_path=list(kernel_path))
+        out[name] = run_job(make_job(cfg))
+    return out
+
+
+def assert_every_job_ok_or_not_applicable(results):
+    for name, r in results.items():
+        assert r.status in ("static", "not_applicable"), (name, r.status, r.error)
+        if r.status == "static":
+            assert r.error is None and r.metrics["fingerprint_ok"] == 1, (name, r.error)
+    assert {n for n, r in results.items() if r.status == "static"} > {"none"}
+
+
+def test_an_autotuned_kernel_sweeps_statically_on_its_first_config(tmp_path, caplog):
+    """@triton.autotune used to fail every job (AttributeError: 'Autotuner' object has no
+    attribute 'params'); without META the static base is the autotuner's first config, said
+    once, and recorded in each job."""
+    plugin = plugins.load("tuned_axpy", [FIXTURES])
+    configs = triton_target.autotune_configs(triton_target.load(str(plugin.dir), plugin.spec.TRITON))
+    assert configs == [{"BLOCK": 1024, "num_warps": 4, "num_stages": 3}, {"BLOCK": 2048, "num_warps": 8, "num_stages": 3},
+                       {"BLOCK": 512, "num_warps": 2, "num_stages": 2}]
+    assert plugin.spec.META == configs[0] and plugin.spec.META_FROM == "autotune"
+    with caplog.at_level(logging.WARNING, logger="ablate"):
+        results = sweep("tuned_axpy", tmp_path / "build")
+    assert_every_job_ok_or_not_applicable(results)
+    said = [r.message for r in caplog.records if "@triton.autotune" in r.message]
+    assert len(said) <= 1 and all("the base is its first of 3 configs" in m for m in said)
+    for r in results.values():
+        assert json.loads(r.params["base_meta"]) == configs[0]
+        assert r.params["base_meta_from"] == "first autotune config"
+    # a pathology overrides the autotuned META as any other: small_block's BLOCK is 128
+    manifests = [json.loads(p.read_text()) for p in (tmp_path / "build").glob("*.triton.json")]
+    assert {m["meta"]["BLOCK"] for m in manifests} == {1024, 128}
+
+
+def test_the_autotuned_base_on_a_gpu_is_the_variants_base(tmp_path, monkeypatch):
+    """What make_job does with the autotuner's pick (triton_autotune.base_meta, mode=gpu): every
+    variant of the job is built on it, and a pathology's fraction_of_base reads it."""
+    from ablate.build import triton_autotune
+
+    picked = {"BLOCK": 2048, "num_warps": 8, "num_stages": 3}
+    monkeypatch.setattr(triton_autotune, "base_meta", lambda plugin, shape, build_dir: picked)
+    cfg = plugins.compose("tuned_axpy", ["pathology=half_warps", "mode=gpu", f"build.dir={tmp_path}"],
+                          kernel_path=[FIXTURES])
+    job = make_job(cfg)
+    assert job.base.base_meta == picked == job.variant.base_meta
+    spec = job.plugin.spec
+    assert triton_aot.effective_meta(spec, job.base) == picked
+    assert triton_aot.effective_meta(spec, job.variant) == {**picked, "num_warps": 4}
+    static = make_job(plugins.compose("tuned_axpy", ["pathology=half_warps", "mode=static"], kernel_path=[FIXTURES]))
+    assert static.base.base_meta == {} and triton_aot.effective_meta(spec, static.variant)["num_warps"] == 2
+
+
+def test_the_specs_meta_overrides_the_autotuner(tmp_path, monkeypatch):
+    """A META that declares part of a config: the rest is the autotuner's (its pick on a GPU,
+    its first config without); one that declares all of it leaves the autotuner out."""
+    from ablate.build import triton_autotune
+
+    folder = tmp_path / "plugins" / "tuned_axpy"
+    shutil.copytree(FIXTURES / "tuned_axpy", folder)
+    spec_py = folder / "spec.py"
+    spec_py.write_text(spec_py.read_text() + '\nMETA = {"num_warps": 2}\n')
+    spec = plugins.load("tuned_axpy", [folder.parent]).spec
+    assert spec.META_FROM == "autotune" and spec.META == {"BLOCK": 1024, "num_warps": 2, "num_stages": 3}
+    monkeypatch.setattr(triton_autotune, "base_meta",
+                        lambda plugin, shape, build_dir: {"BLOCK": 2048, "num_warps": 8, "num_stages": 3})
+    job = make_job(plugins.compose("tuned_axpy", ["pathology=none", "mode=gpu"], kernel_path=[folder.parent]))
+    assert job.base.base_meta == {"BLOCK": 2048, "num_warps": 2, "num_stages": 3}
+    full = tmp_path / "full" / "tuned_axpy"
+    shutil.copytree(folder, full)
+    (full / "spec.py").write_text(spec_py.read_text() + 'META = {"BLOCK": 256, "num_warps": 1, "num_stages": 1}\n')
+    spec = plugins.load("tuned_axpy", [full.parent]).spec
+    assert spec.META_FROM == "spec.META" and spec.META == {"BLOCK": 256, "num_warps": 1, "num_stages": 1}
+    job = make_job(plugins.compose("tuned_axpy", ["pathology=none", "mode=gpu"], kernel_path=[full.parent]))
+    assert job.base.base_meta == {}
+
+
+def test_a_heuristics_kernel_sweeps_statically_its_values_computed_per_instance(tmp_path):
+    plugin = plugins.load("even_axpy", [FIXTURES])
+    spec = plugin.spec
+    # n = 1000000 is a multiple of 16 (the arguments' one specialization) but not of BLOCK
+    assert spec.instance_of({"n": 1048576}) == "even" and spec.instance_of({"n": 1000000}) == "odd"
+    results = sweep("even_axpy", tmp_path / "build")
+    assert_every_job_ok_or_not_applicable(results)
+    for path in (tmp_path / "build").glob("*.triton.json"):
+        manifest = json.loads(path.read_text())
+        assert {n: i["heuristics"] for n, i in manifest["instances"].items()} == {"even": {"EVEN": True},
+                                                                                "odd": {"EVEN": False}}
+    # the launcher binds a call's arguments with the heuristic's value for them
+    from ablate.build.triton_launch import TritonKernel
+
+    lib = next((tmp_path / "build").glob("*.triton.json"))
+    kernel = TritonKernel(lib, spec)
+    for n, instance in ((1048576, "even"), (1000000, "odd")):
+        shape = {"n": n}
+        assert kernel.instance(spec.args(triton_aot.fake_inputs(spec, shape), shape))[0] == instance
+    assert triton_target.heuristic_values(triton_target.load(str(plugin.dir), spec.TRITON), {"n": 1000},
+                                          {"BLOCK": 1000, "EVEN": False}) == {}  # a given value is left to it
+
+
+def package_plugin(tmp_path, target, module_text=None):
+    """A plugin whose TRITON is `target` (a module path), with even_axpy's spec otherwise; the
+    package written under tmp_path/site when given."""
+    folder = tmp_path / "plugins" / "lib_axpy"
+    (folder / "conf" / "kernel").mkdir(parents=True)
+    (folder / "conf" / "shape").mkdir()
+    spec = (FIXTURES / "even_axpy" / "spec.py").read_text().replace('TRITON = "base/axpy.py:axpy_kernel"',
+                                                                   f"TRITON = {target!r}")
+    (folder / "spec.py").write_text(spec)
+    (folder / "conf" / "kernel" / "lib_axpy.yaml").write_text(
+        (FIXTURES / "even_axpy" / "conf" / "kernel" / "even_axpy.yaml").read_text().replace("even_axpy", "lib_axpy"))
+    (folder / "conf" / "shape" / "n1m.yaml").write_text("n: 1048576\n")
+    if module_text:
+        site = tmp_path / "site" / "axpy_lib"
+        site.mkdir(parents=True)
+        (site / "__init__.py").write_text("")
+        (site / "kernels.py").write_text(module_text)
+    return folder
+
+
+def test_triton_by_module_path_builds_and_sweeps(tmp_path, monkeypatch):
+    """TRITON = "package.module:function": an installed package's function, no file in the
+    plugin; its source is the module's file, and the compile process imports it too."""
+    folder = package_plugin(tmp_path, "axpy_lib.kernels:axpy_kernel",
+                            (FIXTURES / "even_axpy" / "base" / "axpy.py").read_text())
+    site = str(tmp_path / "site")
+    monkeypatch.syspath_prepend(site)
+    monkeypatch.setenv("PYTHONPATH", site + ":" + str(ROOT))
+    plugin = plugins.load("lib_axpy", [folder.parent])
+    assert plugin.source == tmp_path / "site" / "axpy_lib" / "kernels.py" and plugin.spec.SYMBOL == "axpy_kernel"
+    assert not (folder / "base").exists()
+    package = plugin.package()
+    assert package["triton_module"] == "axpy_lib.kernels:axpy_kernel" and len(package["triton_function"]) == 16
+    results = sweep("lib_axpy", tmp_path / "build", [folder.parent])
+    assert_every_job_ok_or_not_applicable(results)
+
+
+def test_a_library_kernels_version_and_source_are_in_its_provenance(tmp_path, monkeypatch):
+    """plugin_sources folds in the package's version and the function's hash, so that a
+    ranking never pairs sweeps of two versions of the library's kernel."""
+    from ablate.sweep import tracking
+
+    folder = package_plugin(tmp_path, "axpy_lib.kernels:axpy_kernel",
+                            (FIXTURES / "even_axpy" / "base" / "axpy.py").read_text())
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    plugin = plugins.load("lib_axpy", [folder.parent])
+    first = tracking.plugin_provenance(plugin)
+    assert first["triton_module"] == "axpy_lib.kernels:axpy_kernel" and first["plugin_sources"] == plugin.sources_digest()
+    real = triton_target.package
+    monkeypatch.setattr(triton_target, "package", lambda t: {**real(t), "triton_package": "axpy_lib 2.0"})
+    assert plugin.sources_digest() != first["plugin_sources"]
+    monkeypatch.setattr(triton_target, "package", lambda t: {**real(t), "triton_function": "0" * 16})
+    assert plugin.sources_digest() != first["plugin_sources"]
+
+
+def test_a_missing_package_is_one_line_naming_the_module(tmp_path):
+    folder = package_plugin(tmp_path, "no_such_library.ops:axpy_kernel")
+    with pytest.raises(plugins.PluginError) as e:
+        plugins.load("lib_axpy", [folder.parent])
+    text = str(e.value)
+    assert "\n" not in text and "module 'no_such_library.ops' is not installed" in text, text
+    with pytest.raises(ValueError, match="'FILE.py:FUNCTION' .* or 'package.module:FUNCTION'"):
+        triton_target.split("no-such.module:f")
+
+
+def test_the_liger_plugin_builds_statically():
+    """kernels/liger_rmsnorm names Liger-Kernel's function by module path and holds no copy of
+    it; its META is Liger's own launch for hidden 4096; every variant builds for sm_90."""
+    pytest.importorskip("liger_kernel", reason="liger-kernel is not installed (pip install -e '.[liger]')")
+    from liger_kernel.ops.utils import calculate_settings
+
+    plugin = plugins.load("liger_rmsnorm")
+    assert plugin.spec.TRITON.startswith("liger_kernel.ops.rms_norm:")
+    assert not any(p.suffix == ".py" and p.name != "spec.py" for p in plugin.sources())
+    block, warps = calculate_settings(plugin.spec.HIDDEN)
+    assert (plugin.spec.META["BLOCK_SIZE"], plugin.spec.META["num_warps"]) == (block, warps)
+    assert plugin.package()["triton_package"].startswith("liger_kernel 0.8.5")
+    results = sweep("liger_rmsnorm", kept_build_dir("liger_rmsnorm"), ())  # the build is the means here
+    assert_every_job_ok_or_not_applicable(results)
+    assert results["oversized_block"].status == "static"
+
+
+def test_without_liger_its_plugin_is_refused_in_one_line(tmp_path, monkeypatch):
+    """Where the extra is not installed (its import made to fail here, as Python's own would)."""
+    class NoLiger:
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if name.split(".")[0] == "liger_kernel":
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+    for mod in [m for m in sys.modules if m.split(".")[0] == "liger_kernel"]:
+        monkeypatch.delitem(sys.modules, mod)
+    monkeypatch.setattr(sys, "meta_path", [NoLiger, *sys.meta_path])
+    monkeypatch.setattr(triton_target, "load", triton_target.load.__wrapped__)
+    with pytest.raises(plugins.PluginError) as e:
+        plugins.load_dir.__wrapped__(plugins.available()["liger_rmsnorm"])
+    assert "\n" not in str(e.value) and "module 'liger_kernel.ops.rms_norm' is not installed" in str(e.value)
