@@ -31,7 +31,7 @@ def run_job(job) -> Result:
     base, var = builds[job.base.name], builds[job.variant.name]
     params = {"kernel": job.kernel, "shape_label": job.plugin.label(job.shape),
               "nvcc": nvcc_release(str(job.build.nvcc)), "arch": base.arch}
-    for who, b in (("variant", var), ("base", base)):
+    for who, b in (("base", base), ("variant", var)):  # the base first: a failing base fails every job
         if not b.ok:
             first = next((ln.strip() for ln in b.log.splitlines() if "error" in ln.lower()), "")
             return Result("build_failed", params, artifacts={"build.log": b.log},

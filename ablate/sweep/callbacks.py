@@ -131,6 +131,10 @@ class SweepSetup(Callback):
             jobs = jobs_of_sweep(config, each=send_built_ahead() if early else None)
         except ValueError as e:
             raise SystemExit(f"ablate: {e}") from None
+        if not jobs:  # a glob that matches nothing: one line, before Hydra launches no job
+            from ablate.sweep.outcome import empty_selection
+
+            raise SystemExit(f"ablate: {empty_selection(config)}")
         try:  # a store that cannot be written stops the sweep here too, before anything is built
             tracking.check_store(config)
         except tracking.StoreError as e:
@@ -226,6 +230,10 @@ class SweepSetup(Callback):
         from ablate.sweep import tracking
 
         if self.progress is not None:
+            from ablate.sweep import outcome, progress
+
+            # The sweep's exit status (ablate/sweep/outcome.py), from every job's mark.
+            outcome.fail(outcome.of_sweep(config.hydra.sweep.dir, self.progress.total, progress.MARK))
             counts = self.progress.close()
             na = counts.get("not applicable", 0)
             log.info("%d jobs: %d ok, %d failed%s", self.progress.total, counts["ok"], counts["failed"],
