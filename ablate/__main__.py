@@ -150,6 +150,7 @@ COMMANDS = {
     "benchmark": ("ablate.tools.benchmark", "main", "the base against the kernel's peers and the GPU's ceiling"),
     "sanitize": ("ablate.tools.sanitize", "main", "compute-sanitizer on every variant"),
     "stop-workers": ("ablate.gpu.worker", "stop_kept", "end your kept GPU workers now (keep_worker_s)"),
+    "cache": ("ablate.build.cache", "main", "the build cache every checkout shares: its size; `clear` empties it"),
 }
 
 

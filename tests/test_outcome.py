@@ -137,3 +137,16 @@ def test_the_sanitizer_fails_on_the_base_and_not_on_a_variant(capsys):
     assert exit_status(["none", "no_swizzle"], ["none"]) == 1
     assert exit_status([], []) == 1
     assert "the base (none) has errors" in capsys.readouterr().err
+
+
+def test_a_sweep_whose_set_up_fails_stops_with_one_line_not_a_warning(tmp_path):
+    """An exception in the sweep's callback (not bad input: a bug, a missing module) stops the
+    sweep; Hydra would only warn, launch every job and exit 0."""
+    boom = ("import ablate.sweep.design as d\n"
+            "def boom(*a, **k): raise ImportError('cannot import name x')\n"
+            "d.jobs_of_sweep = boom")
+    proc = run_app(tmp_path, "-m", "pathology=none", "shape=s512", "mode=static", prelude=boom)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert proc.stderr.strip().splitlines()[-1] == "ablate: the sweep's set-up failed: ImportError: cannot import name x"
+    assert "Launching" not in out and "UserWarning" not in out
