@@ -150,3 +150,16 @@ def test_a_sweep_whose_set_up_fails_stops_with_one_line_not_a_warning(tmp_path):
     assert proc.returncode == 1, out
     assert proc.stderr.strip().splitlines()[-1] == "ablate: the sweep's set-up failed: ImportError: cannot import name x"
     assert "Launching" not in out and "UserWarning" not in out
+
+
+def test_the_benchmark_says_in_one_line_that_the_base_failed_to_build(tmp_path):
+    from ablate.job import plugins
+    from ablate.job.job import make_job
+    from ablate.tools.benchmark import build_base
+
+    job = make_job(plugins.compose("rmsnorm", ["pathology=none", f"build.dir={tmp_path}",
+                                               "build.flags=[--no-such-nvcc-flag]"]))
+    with pytest.raises(SystemExit) as e:
+        build_base(job)
+    assert str(e.value).startswith("the base kernel failed to build: ") and "\n" not in str(e.value), e.value
+    assert "failed.log" in str(e.value)

@@ -101,8 +101,9 @@ def build_base(job):
         result = build([job.base], job.build, job.plugin, ROOT)[job.base.name]
     except BuildError as e:
         raise SystemExit(f"cannot build the base: {e}")
-    if result.status != "built":
-        raise SystemExit(f"the base kernel failed to build:\n{result.log}")
+    if result.status != "built":  # one line, as a sweep's failing base (ablate/sweep/outcome.py)
+        first = next((ln.strip() for ln in result.log.splitlines() if "error" in ln.lower()), "")
+        raise SystemExit(f"the base kernel failed to build: {first} (log: {result.log_path})")
     return result.lib
 
 
