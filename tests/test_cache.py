@@ -15,31 +15,17 @@ from ablate.build.compile import _build_dir, build, library_path
 from ablate.job import plugins
 from ablate.job.variant import variant_from_cfg
 from conftest import kept_build_dir
+from test_build import stand_in
 
 ROOT = Path(__file__).resolve().parents[1]
 
-SOURCE = r"""
-#include "base/value.cuh"
-__global__ void tiny_kernel(float* x) { x[threadIdx.x] = VALUE; }
-extern "C" int ablate_tiny_fwd(void*) { return 1; }
-extern "C" const char* ablate_variant_info(void) { return "{}"; }
-"""
-
-
 def checkout(root: Path, build_dir: Path):
-    """A project under `root` with one kernel folder (a source, a header, a patch), built
-    into `build_dir`: a checkout of the same code wherever `root` is."""
-    folder = root / "kernels" / "tiny"
-    (folder / "base").mkdir(parents=True)
-    (folder / "base" / "tiny.cu").write_text(SOURCE)
-    (folder / "base" / "value.cuh").write_text("#define VALUE 1.0f\n")
-    (folder / "patches").mkdir()
-    (folder / "patches" / "p.cuh").write_text("#define P 1\n")
-    cfg = OmegaConf.create({"dir": str(build_dir), "arch": "sm_90", "nvcc": "nvcc", "flags": ["-std=c++17"], "jobs": 0})
-    kernel = SimpleNamespace(dir=folder, source=folder / "base" / "tiny.cu")
-    variants = [variant_from_cfg({"none": None}, folder),
-                variant_from_cfg({"p": {"header": "patches/p.cuh", "macros": {"ABLATE_P": 1}}}, folder)]
-    return SimpleNamespace(root=root, cfg=cfg, kernel=kernel, variants=variants)
+    """test_build's stand-in project under `root` (a kernel folder whose patch includes a
+    header of the project outside it), built into `build_dir`: a checkout of the same code
+    wherever `root` is."""
+    p = stand_in(root)
+    p.build_cfg.dir = str(build_dir)
+    return SimpleNamespace(root=root, cfg=p.build_cfg, kernel=p.kernel, variants=[p.base, p.patched])
 
 
 def test_the_cache_lies_in_the_users_cache_folder_unless_build_dir_says(tmp_path, monkeypatch):
@@ -67,6 +53,13 @@ def test_a_second_checkout_finds_the_firsts_libraries_and_compiles_nothing(tmp_p
     assert all(r.ok and r.cached for r in second.values()), second
     assert {n: r.lib for n, r in second.items()} == {n: r.lib for n, r in first.items()}
     assert not [c for c in ran if "ninja" in str(c[0])], ran  # no ninja, so no nvcc
+    # With one new variant beside them, ninja compiles it alone (by mtimes it would compile
+    # every library whose sources this checkout has newer).
+    mtimes = {n: r.lib.stat().st_mtime_ns for n, r in first.items()}
+    new = variant_from_cfg({"q": {"macros": {"ABLATE_Q": 1}}}, b.kernel.dir)
+    more = build([*b.variants, new], b.cfg, b.kernel, b.root)
+    assert not more["q"].cached and all(more[n].cached for n in mtimes)
+    assert {n: more[n].lib.stat().st_mtime_ns for n in mtimes} == mtimes
     # Another content is another library, built beside the first.
     (b.kernel.dir / "base" / "value.cuh").write_text("#define VALUE 2.0f\n")
     third = build(b.variants[:1], b.cfg, b.kernel, b.root)
@@ -77,17 +70,11 @@ def test_a_header_outside_what_is_hashed_still_rebuilds_when_it_changes(tmp_path
     """The kept depfile holds what the name does not (here a header of the project outside the
     kernel's folder): its mtime still says when a library is stale, in any checkout."""
     p = checkout(tmp_path / "a", tmp_path / "cache")
-    (p.kernel.dir / "patches" / "p.cuh").write_text('#include "../../../other/inner.h"\n')
-    (p.root / "other").mkdir()
-    (p.root / "other" / "inner.h").write_text("#define INNER 1\n")
     first = build(p.variants, p.cfg, p.kernel, p.root)
     deps = (tmp_path / "cache" / f"{first['p'].digest}.deps").read_text()
     assert "other/inner.h" in deps.split() and "value.cuh" not in deps and "tiny.cu" not in deps
     # Another checkout's copy of it: found when the same, compiled again when not.
     q = checkout(tmp_path / "b", tmp_path / "cache")
-    (q.kernel.dir / "patches" / "p.cuh").write_text('#include "../../../other/inner.h"\n')
-    (q.root / "other").mkdir()
-    (q.root / "other" / "inner.h").write_text("#define INNER 1\n")
     assert all(r.cached for r in build(q.variants, q.cfg, q.kernel, q.root).values())
     (q.root / "other" / "inner.h").write_text("#define INNER 2\n")
     again = build(q.variants, q.cfg, q.kernel, q.root)
