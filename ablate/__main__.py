@@ -163,8 +163,8 @@ def entry():
 
 
 def end_now(code=0):
-    """End this process with exit status `code` now that its run is over, without Python's teardown of the modules it
-    loaded (mlflow, SQLAlchemy, pandas, Hydra): ~1 s after the last line on this project's
+    """End this process, with exit status `code`, now that its run is over, without Python's
+    teardown of the modules it loaded (mlflow, SQLAlchemy, pandas, Hydra): ~1 s after the last line on this project's
     2-core CPU machine (docs/benchmarks.md, "Sweep speed"). The exit handlers run first
     (logging's among them: every log file is whole; the GPU worker's), and the standard
     streams are flushed. Where a thread other than the main one still runs (a launcher's
