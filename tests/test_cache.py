@@ -169,3 +169,18 @@ def test_a_static_sweep_in_a_fresh_clone_finds_its_variants_in_the_cache(tmp_pat
     out = there.stdout + there.stderr
     assert there.returncode == 0, out
     assert f"built 2 variants in" in out and f"(2 found in {cache_home / 'ablate' / 'build'}, 0 compiled)" in out, out
+
+
+def test_make_clean_deletes_this_checkouts_builds_and_leaves_the_shared_cache(tmp_path):
+    project = tmp_path / "checkout"
+    (project / "runs" / "build").mkdir(parents=True)
+    (project / "runs" / "build" / "0123456789abcdef.so").write_bytes(b"x")
+    (project / "runs" / "mlflow.db").write_bytes(b"store")
+    shutil.copy(ROOT / "Makefile", project / "Makefile")
+    shared = tmp_path / "xdg" / "ablate" / "build" / "0123456789abcdef.so"
+    shared.parent.mkdir(parents=True)
+    shared.write_bytes(b"x")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    subprocess.run(["make", "-s", "clean"], cwd=project, env=env, check=True, capture_output=True)
+    assert not (project / "runs" / "build").exists() and (project / "runs" / "mlflow.db").exists()
+    assert shared.exists()
