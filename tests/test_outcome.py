@@ -163,3 +163,13 @@ def test_the_benchmark_says_in_one_line_that_the_base_failed_to_build(tmp_path):
         build_base(job)
     assert str(e.value).startswith("the base kernel failed to build: ") and "\n" not in str(e.value), e.value
     assert "failed.log" in str(e.value)
+
+
+def test_an_interactions_sweep_whose_base_fails_exits_1(tmp_path):
+    """The interactions design times the base at each shape: its failure fails the sweep, as
+    any sweep's does (a failing pair is a variant's failure: a result)."""
+    proc = run_app(tmp_path, "-m", "hydra/sweeper=interactions", "kernel=rmsnorm", "pathology=none,scalar_loads,tiny_blocks",
+                   "shape=r16k_h8k", "mode=static", "build.flags=[--no-such-nvcc-flag]", build_dir=tmp_path / "build")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("ablate: the base failed at r16k_h8k") and "Unknown option" in last, last

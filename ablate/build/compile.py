@@ -615,6 +615,11 @@ def _digest(command: list[str], version: str, sources: list[Path], headers: tupl
     return h.hexdigest()[:16]
 
 
+def first_error(log: str) -> str:
+    """The first line of a build's log that says what failed (nvcc's `error` or `fatal`), or ""."""
+    return next((ln.strip() for ln in log.splitlines() if "error" in ln.lower() or "fatal" in ln.lower()), "")
+
+
 def _failed(ninja_output: str, lib: Path) -> bool:
     """Whether ninja reported the build of `lib` as failed (`FAILED: [code=1] lib ...`)."""
     return any(line.startswith("FAILED:") and str(lib) in line

@@ -93,7 +93,7 @@ def command_line(argv):
 
 def build_base(job):
     """The base variant's library (cached by ablate.build.compile when unchanged)."""
-    from ablate.build.compile import BuildError, build, unavailable
+    from ablate.build.compile import BuildError, build, first_error, unavailable
 
     if why := unavailable(job.plugin):
         raise SystemExit(why)
@@ -102,8 +102,7 @@ def build_base(job):
     except BuildError as e:
         raise SystemExit(f"cannot build the base: {e}")
     if result.status != "built":  # one line, as a sweep's failing base (ablate/sweep/outcome.py)
-        first = next((ln.strip() for ln in result.log.splitlines() if "error" in ln.lower()), "")
-        raise SystemExit(f"the base kernel failed to build: {first} (log: {result.log_path})")
+        raise SystemExit(f"the base kernel failed to build: {first_error(result.log)} (log: {result.log_path})")
     return result.lib
 
 
