@@ -49,7 +49,9 @@ new-kernel:  ## a minimal kernel plugin to start from: make new-kernel NAME=my_k
 	@if [ -z "$(NAME)" ]; then echo "make new-kernel NAME=my_kernel [DIR=folder]: NAME is missing"; exit 1; fi
 	$(PYTHON) -m ablate.tools.new_kernel '$(NAME)' $(if $(DIR),'$(DIR)')
 
-# Derived files only: builds, figures, tables. The MLflow store and Hydra's logs stay.
+# Derived files of this checkout only: its builds (runs/build, where build.dir= put them), figures,
+# tables. The MLflow store, Hydra's logs and the build cache every checkout shares stay
+# (`ablate cache clear` empties that: ablate/build/cache.py).
 clean:
 	rm -rf runs/build runs/plots runs/rank.csv runs/rank.md runs/interactions.csv runs/inversion.csv runs/interactions.md
 

@@ -27,7 +27,7 @@ from ablate.gpu import gpus
 from ablate.job.result import Result
 from ablate.paths import ROOT
 from ablate.pipeline import run_job
-from ablate.sweep import progress
+from ablate.sweep import outcome, progress
 from ablate.sweep.callbacks import SWEEP_RUN_ENV
 
 log = logging.getLogger("ablate")
@@ -73,11 +73,13 @@ def main(cfg):
             raise SystemExit(f"ablate: {e}") from None
     if HydraConfig.get().mode == RunMode.RUN and job.mode == "gpu":
         time_ahead(job)
+    raised = False
     try:
         out = run_job(job)
     except Exception as e:  # recorded, never raised: the sweep goes on
         out = Result("crashed", artifacts={"traceback.txt": traceback.format_exc()},
                      error=f"{type(e).__name__}: {e}")
+        raised = True
     if HydraConfig.get().mode == RunMode.RUN:  # its GPU child, idle now: kept for the next run, or ended
         from ablate.gpu.worker import stop_worker
         from ablate.job.job import keep_worker_s
@@ -86,8 +88,13 @@ def main(cfg):
     tracking.log_job(job, out, parent_run_id())
     level, line = job_line(job, out)
     log.log(level, "%s", line)
+    ends = outcome.fields(job, out, raised)  # the run's exit status reads these (ablate/sweep/outcome.py)
     if parent_run_id():  # the sweep's progress line counts it (ablate/sweep/progress.py)
-        progress.mark(HydraConfig.get().runtime.output_dir, out.status, line, gpu=out.params.get("gpu_index"))
+        gpu = out.params.get("gpu_index")
+        progress.mark(HydraConfig.get().runtime.output_dir, out.status, line, **ends,
+                      **({"gpu": str(gpu)} if gpu is not None else {}))
+    elif HydraConfig.get().mode == RunMode.RUN:
+        outcome.fail(outcome.verdict([{**ends, "status": out.status, "summary": line}], 1))
     return out.status
 
 
@@ -145,18 +152,21 @@ COMMANDS = {
     "benchmark": ("ablate.tools.benchmark", "main", "the base against the kernel's peers and the GPU's ceiling"),
     "sanitize": ("ablate.tools.sanitize", "main", "compute-sanitizer on every variant"),
     "stop-workers": ("ablate.gpu.worker", "stop_kept", "end your kept GPU workers now (keep_worker_s)"),
+    "cache": ("ablate.build.cache", "main", "the build cache every checkout shares: its size; `clear` empties it"),
 }
 
 
 def entry():
-    """The `ablate` command and `python -m ablate`: cli(), then end_now()."""
-    cli()
-    end_now()
+    """The `ablate` command and `python -m ablate`: cli(), then end_now() with its exit status:
+    1, after one line saying why, where the run failed (ablate/sweep/outcome.py: no job
+    produced a result, or the base failed at a shape)."""
+    code = cli()
+    end_now(code)
 
 
-def end_now():
-    """End this process now that its run is over, without Python's teardown of the modules it
-    loaded (mlflow, SQLAlchemy, pandas, Hydra): ~1 s after the last line on this project's
+def end_now(code=0):
+    """End this process, with exit status `code`, now that its run is over, without Python's
+    teardown of the modules it loaded (mlflow, SQLAlchemy, pandas, Hydra): ~1 s after the last line on this project's
     2-core CPU machine (docs/benchmarks.md, "Sweep speed"). The exit handlers run first
     (logging's among them: every log file is whole; the GPU worker's), and the standard
     streams are flushed. Where a thread other than the main one still runs (a launcher's
@@ -166,19 +176,23 @@ def end_now():
     import threading
 
     if any(t is not threading.main_thread() and t.is_alive() and not t.daemon for t in threading.enumerate()):
+        if code:
+            sys.exit(code)
         return
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    os._exit(0)
+    os._exit(code)
 
 
 def cli(argv=None):
     """The `ablate` command and `python -m ablate`: a tool of COMMANDS when the first word
-    names one; else the kernel of the command line is shown to Hydra, then the app runs."""
+    names one; else the kernel of the command line is shown to Hydra, then the app runs.
+    Returns the run's exit status: 1 where it failed, its line printed (outcome.failure)."""
     from ablate.job import plugins
 
+    outcome.fail(None)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in COMMANDS:
         module, function, _ = COMMANDS[argv[0]]
@@ -197,6 +211,10 @@ def cli(argv=None):
         # time): a sweep's on every GPU (ablate/gpu/pool.py), a single job's on one.
         prestart_worker(every=bool({"-m", "--multirun"} & set(argv)))
     main()
+    if why := outcome.failure():
+        print(f"ablate: {why}", file=sys.stderr, flush=True)
+        return 1
+    return 0
 
 
 def may_time_here(argv) -> bool:

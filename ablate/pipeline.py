@@ -17,7 +17,7 @@ _said_no_gpu = False  # the fallback is said once per process, not once per job
 
 def run_job(job) -> Result:
     """Build, then check and time (mode=gpu) or read the binary (mode=static)."""
-    from ablate.build.compile import BuildError, build
+    from ablate.build.compile import BuildError, build, first_error
     from ablate.build.library import variant_info
 
     if job.opted_out:  # the kernel's yaml says so (kernel.not_applicable): nothing to build
@@ -31,9 +31,9 @@ def run_job(job) -> Result:
     base, var = builds[job.base.name], builds[job.variant.name]
     params = {"kernel": job.kernel, "shape_label": job.plugin.label(job.shape),
               "nvcc": nvcc_release(str(job.build.nvcc)), "arch": base.arch}
-    for who, b in (("variant", var), ("base", base)):
+    for who, b in (("base", base), ("variant", var)):  # the base first: a failing base fails every job
         if not b.ok:
-            first = next((ln.strip() for ln in b.log.splitlines() if "error" in ln.lower()), "")
+            first = first_error(b.log)
             return Result("build_failed", params, artifacts={"build.log": b.log},
                           error=f"the {who} ({b.variant}) failed to build: {first} (log: {b.log_path})")
     if getattr(job.plugin.spec, "META_FROM", None) == "autotune":  # which config of the autotuner is the base

@@ -1,7 +1,7 @@
 """Shared test set-up: the `gpu` marker (skipped without CUDA), the project root, MLflow
 stores in temporary folders, so that no test ever writes to the real runs/mlflow.db, and the
 session's build of every variant of every kernel (`built_kernels`; `built` is attention's),
-kept in runs/build/tests between sessions and shared by the test processes of one (`make
+kept in the build cache between sessions and checkouts, and shared by the test processes of one (`make
 test` runs two, pytest-xdist: the second to need it waits on the build folder's lock while
 the first compiles, then finds it built)."""
 import os
@@ -93,13 +93,17 @@ CALLS_ENV = "ABLATE_TEST_NVCC_CALLS"
 
 
 def session_build_dir() -> Path:
-    """Where the session builds every variant: kept from one run of the tests to the next
-    (runs/build/tests of this checkout, or ABLATE_TEST_BUILD_DIR), since a library is named
-    by the hash of what goes into it and rebuilt when a file its depfile names changes, as
-    in every sweep (ablate/build/compile.py). The first run of a checkout compiles all ~80
-    (~520 s on 2 cores: docs/benchmarks.md, "Sweep speed"); the next only what changed.
-    `make clean` empties it."""
-    return Path(os.environ.get(BUILD_DIR_ENV) or ROOT / "runs" / "build" / "tests")
+    """Where the session builds every variant: kept from one run of the tests to the next,
+    and shared by every checkout on this machine (`tests/` of the build cache,
+    ablate/build/cache.py; or ABLATE_TEST_BUILD_DIR), since a library is named by the hash of
+    what goes into it, paths relative to the project root, and rebuilt when a file outside
+    the hash that its depfile names changes, as in every sweep (ablate/build/compile.py).
+    The first run on a machine compiles all ~80 (~520 s on 2 cores: docs/benchmarks.md,
+    "Sweep speed"); the next, in this checkout or a fresh clone, only what changed.
+    `ablate cache clear` empties it."""
+    from ablate.build import cache
+
+    return Path(os.environ.get(BUILD_DIR_ENV) or cache.root() / "tests")
 
 
 def kept_build_dir(name: str) -> Path:

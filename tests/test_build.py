@@ -154,7 +154,9 @@ def test_header_edits_rebuild_through_the_depfile(tmp_path):
     first = build([p.base, p.patched], p.build_cfg, p.kernel, p.root)
     assert all(r.status == "built" and not r.cached for r in first.values()), first
     deps = (tmp_path / "runs/build" / f"{first['p'].digest}.deps").read_text()  # nvcc -MD's, kept
-    assert "other/inner.h" in deps and "kernels/tiny/base/value.cuh" in deps
+    # less what the library's name holds by content (the kernel folder's headers): what
+    # another checkout, whose copies of those are newer, checks too
+    assert "other/inner.h" in deps and "value.cuh" not in deps
 
     assert all(r.cached for r in build([p.base, p.patched], p.build_cfg, p.kernel,
                                        p.root).values())

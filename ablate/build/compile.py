@@ -9,6 +9,7 @@ and is moved into place only on success, so a failure never spoils an earlier li
 import fcntl
 import functools
 import hashlib
+import json
 import os
 import re
 import shlex
@@ -18,7 +19,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ablate.build import ptxas, seams, triton_aot
+from ablate.build import cache, ptxas, seams, triton_aot
 from ablate.paths import INCLUDE  # ablate's headers, on every include path
 
 ARCH_RE = re.compile(r"^sm_(\d+a?)$")
@@ -100,8 +101,12 @@ def build(variants: list, build_cfg, kernel, root, only_if_built=False) -> dict[
 def _build_once(variants, build_cfg, kernel, root: Path, build_dir: Path, base_regs=None,
                 only_if_built=False) -> dict | None:
     arch, edges = _plan(variants, build_cfg, kernel, root, base_regs)
+    # In each digest: their content names the library (_digest), whatever their mtimes.
+    sources = {p.resolve() for p in _kernel_sources(kernel)}
+    hashed = {d: sources | {(root / h).resolve() for h in v.headers} for d, (v, _) in edges.items()}
+    stale = [d for d in edges if not _up_to_date(build_dir, d, root)]
 
-    if all(_up_to_date(build_dir, digest, root) for digest in edges):
+    if not stale:
         # Every library is there and newer than everything its compile read: what ninja would
         # find, without starting it (a sweep's jobs each ask again for what its callback built).
         return {variant.name: _result(variant, build_dir, digest, arch, cached=True)
@@ -115,9 +120,11 @@ def _build_once(variants, build_cfg, kernel, root: Path, build_dir: Path, base_r
         before = {d: _mtime(build_dir / f"{d}.so") for d in edges}
         _write_atomically(ninja_file, ninja_manifest(edges, build_dir, kernel, root))
         jobs = int(build_cfg.get("jobs", 0) or 0)
+        # Only what is not up to date: a library another checkout built is, though this
+        # checkout's copies of its sources are newer than it (ninja would compile it again).
         run = subprocess.run(
             [find_ninja(), "-f", str(ninja_file), "-k", "0", *(["-j", str(jobs)] if jobs else []),
-             *(str(build_dir / f"{d}.so") for d in edges)],
+             *(str(build_dir / f"{d}.so") for d in stale)],
             cwd=root, capture_output=True, text=True, check=False)
         ninja_output = run.stdout + run.stderr
 
@@ -130,6 +137,8 @@ def _build_once(variants, build_cfg, kernel, root: Path, build_dir: Path, base_r
             attempt, failed_log = build_dir / f"{digest}.log.tmp", build_dir / f"{digest}.failed.log"
             if not failed:
                 failed_log.unlink(missing_ok=True)  # an earlier failure of the same inputs, now built
+                if before[digest] != _mtime(lib):
+                    _keep_unhashed_deps(build_dir / f"{digest}.deps", root, hashed[digest], build_dir)
                 results[variant.name] = _result(variant, build_dir, digest, arch, cached=before[digest] == _mtime(lib))
                 continue
             # nvcc's own log when its compile failed; else ninja's account of what went wrong.
@@ -152,26 +161,70 @@ def _result(variant, build_dir: Path, digest: str, arch: str, cached: bool) -> B
 
 
 def _up_to_date(build_dir: Path, digest: str, root: Path) -> bool:
-    """Whether <digest>.so and its log exist and are newer than every file its depfile (nvcc
-    -MD: the source and every header it included, the CUDA toolkit's and any package's among
-    them) names (its kept copy, <digest>.deps), relative paths from the project root `root`,
-    where nvcc ran: what ninja checks before it would run nothing."""
+    """Whether <digest>.so and its log exist and are newer than every file its kept depfile
+    (<digest>.deps) names: what nvcc -MD named (the source and every header it included, the
+    CUDA toolkit's and any package's among them) less what the digest holds by content
+    (_keep_unhashed_deps), relative paths from the project root `root`, where nvcc ran."""
     lib, dep = build_dir / f"{digest}.so", build_dir / f"{digest}.deps"
     built = _mtime(lib)
     if built is None or _mtime(build_dir / f"{digest}.log") is None:
         return False
     try:
-        text = dep.read_text()
+        paths = _deps(dep.read_text())
     except OSError:
         return False
-    # `target : dep dep \<newline> dep`; a space inside a path is `\ ` (nvcc leaves the
-    # target's unescaped, which the split at " : " passes over)
-    _, _, deps = text.replace("\\\n", " ").partition(" : ")
-    for path in re.split(r"(?<!\\)\s+", deps.strip()):
-        m = _mtime(root / path.replace("\\ ", " "))  # an absolute path stays itself
+    sums = _read_sums(build_dir / f"{digest}.sums")
+    for path in paths:
+        if path in sums:  # a file of the project: its content, as when the library was built
+            if _sha256(root / path) != sums[path]:
+                return False
+            continue
+        m = _mtime(root / path)  # an absolute path stays itself
         if m is None or m > built:
             return False
     return True
+
+
+def _deps(text: str) -> list[str]:
+    """The files a depfile names: `target : dep dep \\<newline> dep`; a space inside a path
+    is `\\ ` (nvcc leaves the target's unescaped, which the split at " : " passes over)."""
+    _, _, deps = text.replace("\\\n", " ").partition(" : ")
+    return [p.replace("\\ ", " ") for p in re.split(r"(?<!\\)\s+", deps.strip()) if p]
+
+
+def _keep_unhashed_deps(dep: Path, root: Path, hashed, build_dir: Path) -> None:
+    """Rewrite a library's kept depfile with only the files its digest does not hold by
+    content (`hashed`: the kernel folder's sources and headers, ablate's, the variant's; and
+    the build folder's, whose generated headers and build copies are named by their
+    content): the CUDA toolkit's headers, a header package's, a header of the project outside
+    the kernel's folder (relative to the project root, so that each checkout checks its own).
+    Another checkout's copies of the hashed files are newer than the library and the same,
+    so `_up_to_date` finds it there as it does here."""
+    try:
+        paths = _deps(dep.read_text())
+    except OSError:
+        return
+    rest = [(root / p).resolve() for p in paths]
+    rest = [_shown(p, root) for p in rest if p not in hashed and not p.is_relative_to(build_dir)]
+    # A file of the project outside what is hashed (another checkout's may differ) is checked
+    # by its content: <digest>.sums.
+    _write_atomically(dep.with_suffix(".sums"), json.dumps(
+        {p: _sha256(root / p) for p in rest if not Path(p).is_absolute()}, indent=1))
+    _write_atomically(dep, f"{dep.with_suffix('.so')} : " + " ".join(p.replace(" ", "\\ ") for p in rest) + "\n")
+
+
+def _sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _read_sums(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def library_path(variant, build_cfg, kernel, root, base_regs=None) -> Path:
@@ -194,7 +247,7 @@ def _plan(variants, build_cfg, kernel, root: Path, base_regs=None) -> tuple[str,
         tree = transformed(kernel, transforms, _build_dir(build_cfg, root)) if transforms else None
         command = compile_command(variant, build_cfg, kernel, arch, root, seams_h,
                                   regs_cap=regs_cap(variant, base_regs), tree=tree)
-        digest = _digest(command, version, sources, variant.headers, root)
+        digest = _digest(command, version, sources, variant.headers, root, Path(kernel.dir).resolve())
         edges.setdefault(digest, (variant, command))
     return arch, edges
 
@@ -247,7 +300,11 @@ def transformed(kernel, transforms, build_dir: Path) -> Path:
 
 
 def _build_dir(build_cfg, root: Path) -> Path:
-    return (root / str(build_cfg.dir)).resolve()
+    """build.dir (relative to the project root), or null: the build cache every checkout
+    shares (ablate/build/cache.py)."""
+    if build_cfg.get("dir") is None:
+        return cache.build_dir().resolve()
+    return (root / Path(str(build_cfg.dir)).expanduser()).resolve()
 
 
 def compile_command(variant, build_cfg, kernel, arch: str, root, seams_header=None, regs_cap=None,
@@ -532,14 +589,35 @@ def _shown(path, root: Path) -> str:
 
 
 def _digest(command: list[str], version: str, sources: list[Path], headers: tuple[str, ...],
-            root: Path) -> str:
+            root: Path, folder: Path | None = None) -> str:
+    """The library's name: the hash of its nvcc command, nvcc's version, and the name and
+    content of every source and header. Paths inside the project root are relative to it
+    (two checkouts of the same code give the same name); those of a plugin `folder` outside it
+    are relative to the folder (two copies of a plugin do too: its content is hashed)."""
+    outside = folder is not None and not folder.is_relative_to(root)
+
+    def name(path: Path) -> str:
+        if path.is_relative_to(root):
+            return path.relative_to(root).as_posix()
+        if outside and path.is_relative_to(folder):
+            return "<plugin>/" + path.relative_to(folder).as_posix()
+        return str(path)
+
+    def shown(part: str) -> str:  # an absolute path the command gives (a variant's header), as name() does
+        part = part.replace(f"{root}/", "")
+        return part.replace(str(folder), "<plugin>") if outside else part
+
     h = hashlib.sha256()
     for part in (*command, version):
-        h.update(part.encode() + b"\0")
+        h.update(shown(part).encode() + b"\0")
     for path in [*sources, *(root / p for p in headers)]:
-        name = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
-        h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+        h.update(name(path).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
+
+
+def first_error(log: str) -> str:
+    """The first line of a build's log that says what failed (nvcc's `error` or `fatal`), or ""."""
+    return next((ln.strip() for ln in log.splitlines() if "error" in ln.lower() or "fatal" in ln.lower()), "")
 
 
 def _failed(ninja_output: str, lib: Path) -> bool:

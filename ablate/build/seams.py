@@ -13,6 +13,7 @@ where the base uses it (`ablate_variant_info()`), after patches and defaults hav
 say. So the library reports what was compiled, and static mode holds each pathology's patch
 to the seam it says it replaces (ablate/pipeline.py).
 """
+import hashlib
 import re
 from pathlib import Path
 
@@ -51,8 +52,11 @@ def write_header(kernel, folder: Path) -> Path | None:
     names = declared(kernel)
     if not names:
         return None
-    path = Path(folder) / "seams" / f"{getattr(kernel, 'name', Path(kernel.dir).name)}.h"
     text = header(names)
+    # Named by its text too: checkouts sharing a build folder (the build cache) may hold
+    # different versions of a kernel, each compiled with its own header.
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    path = Path(folder) / "seams" / f"{getattr(kernel, 'name', Path(kernel.dir).name)}-{digest}.h"
     if not path.exists() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")

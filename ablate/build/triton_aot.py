@@ -232,7 +232,10 @@ def versions() -> str:
 
 def digest_of(request, kernel) -> str:
     h = hashlib.sha256()
-    h.update(json.dumps(request, sort_keys=True).encode() + b"\0" + versions().encode() + b"\0")
+    # Not the folder's path: its Python is hashed below, by names relative to it, so that two
+    # checkouts (or copies of a plugin) share a build in the build cache.
+    described = {k: v for k, v in request.items() if k != "kernel_dir"}
+    h.update(json.dumps(described, sort_keys=True).encode() + b"\0" + versions().encode() + b"\0")
     h.update(Path(__file__).read_bytes())
     folder = Path(kernel.dir).resolve()
     for path in sorted(folder.rglob("*.py")):

@@ -56,7 +56,9 @@ class Job:
         given = OmegaConf.select(self.cfg, "peaks_dir", default=None)
         if given:
             return (ROOT / Path(str(given)).expanduser()).resolve()
-        return (ROOT / str(self.build.dir)).resolve().parent / "peaks"
+        if self.build.get("dir") is None:  # the shared build cache: the ceilings stay this checkout's
+            return ROOT / "runs" / "peaks"
+        return (ROOT / Path(str(self.build.dir)).expanduser()).resolve().parent / "peaks"
 
     @property
     def experiment(self) -> str:

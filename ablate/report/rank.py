@@ -73,6 +73,8 @@ def main(argv=None):
 def rank(sweep=None, experiment=None, out=None, kernel=None):
     """Read the store, write rank.csv, rank.md and plots/, and return the report's text."""
     uri, titles, jobs = read_store(sweep, experiment, kernel)
+    if jobs.empty:  # an empty selection: nothing to rank is an error, as the sweep's exit says
+        raise RankError(f"{titles[0].splitlines()[0]}: no jobs logged, nothing to rank")
     ranked, unranked = ranking(jobs)
     known = ranked["truth"].notna() & (ranked["truth"] != "none")
     calibrations, ranked = ranked[known], ranked[~known]
@@ -100,11 +102,8 @@ def rank(sweep=None, experiment=None, out=None, kernel=None):
         sections += [f"Static analysis (variant against the base, same build; occupancy for {static_arch(jobs)}):",
                      static.drop(columns="sass changes").to_string(index=False), sass_lines(static, jobs)]
         md += [f"## Static analysis (occupancy for {static_arch(jobs)})", markdown(static)]
-    if ranked.empty and calibrations.empty:
-        if static is not None:
-            sections.append(NOT_TIMED)
-        elif unranked.empty:
-            sections.append("The sweep has no jobs logged.")
+    if ranked.empty and calibrations.empty and static is not None:
+        sections.append(NOT_TIMED)
 
     db = sqlite_path(uri)
     out = Path(out) if out else (db.resolve().parent if db is not None else ROOT / "runs")

@@ -113,9 +113,12 @@ class SweepSetup(Callback):
             stop_worker(grace=0)  # cli() started one on a guess: these jobs time elsewhere, or not at all
         try:
             self._start(config, early)
-        except BaseException:
+        except BaseException as e:
             if early:  # stopped before its first job (bad input, say): the warming child is not waited for
                 stop_worker(grace=0)
+            if isinstance(e, Exception):  # Hydra would only warn, launch every job, and exit 0
+                log.error("the sweep's set-up failed", exc_info=True)
+                raise SystemExit(f"ablate: the sweep's set-up failed: {type(e).__name__}: {e}") from None
             raise
 
     def _start(self, config, early):
@@ -131,6 +134,10 @@ class SweepSetup(Callback):
             jobs = jobs_of_sweep(config, each=send_built_ahead() if early else None)
         except ValueError as e:
             raise SystemExit(f"ablate: {e}") from None
+        if not jobs:  # a glob that matches nothing: one line, before Hydra launches no job
+            from ablate.sweep.outcome import empty_selection
+
+            raise SystemExit(f"ablate: {empty_selection(config)}")
         try:  # a store that cannot be written stops the sweep here too, before anything is built
             tracking.check_store(config)
         except tracking.StoreError as e:
@@ -170,8 +177,10 @@ class SweepSetup(Callback):
 
             plan_ahead([w for w in (timed_wire(job, results) for job in jobs) if w is not None])
         failed = [name for name, r in results.items() if r.status != "built"]
-        log.log(logging.WARNING if failed else logging.INFO, "built %d variants in %.1f s%s", len(results),
-                time.perf_counter() - tic,
+        found = sum(r.cached for r in results.values())  # built before, by this checkout or another
+        log.log(logging.WARNING if failed else logging.INFO, "built %d variants in %.1f s (%d found in %s, %d compiled)%s",
+                len(results), time.perf_counter() - tic, found, next(iter(results.values())).lib.parent,
+                len(results) - found - len(failed),
                 f"; failed: {', '.join(failed)} (their jobs record build_failed)" if failed else "")
         self.progress = Progress(config.hydra.sweep.dir, len(jobs))
 
@@ -226,6 +235,10 @@ class SweepSetup(Callback):
         from ablate.sweep import tracking
 
         if self.progress is not None:
+            from ablate.sweep import outcome, progress
+
+            # The sweep's exit status (ablate/sweep/outcome.py), from every job's mark.
+            outcome.fail(outcome.of_sweep(config.hydra.sweep.dir, self.progress.total, progress.MARK))
             counts = self.progress.close()
             na = counts.get("not applicable", 0)
             log.info("%d jobs: %d ok, %d failed%s", self.progress.total, counts["ok"], counts["failed"],

@@ -23,14 +23,14 @@ GOOD = ("ok", "static")
 QUIET_ENV = "ABLATE_PROGRESS_PID"  # set while a line is drawn: the pid of the process drawing it
 
 
-def mark(output_dir, status, summary="", gpu=None):
-    """Record a job's end in its output folder (where the line's thread finds it); `gpu`: the
+def mark(output_dir, status, summary="", **fields):
+    """Record a job's end in its output folder (where the line's thread finds it); `fields`:
+    what else the launching process reads there (ablate/sweep/outcome.py), and `gpu`: the
     index of the GPU that timed it (the line shows each GPU's share)."""
     path = Path(output_dir) / MARK
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"status": str(status), "summary": summary, "pid": os.getpid(),
-                               **({"gpu": str(gpu)} if gpu is not None else {})}))
+    tmp.write_text(json.dumps({"status": str(status), "summary": summary, "pid": os.getpid(), **fields}))
     tmp.replace(path)  # whole or absent, never half written
 
 

@@ -93,7 +93,7 @@ def command_line(argv):
 
 def build_base(job):
     """The base variant's library (cached by ablate.build.compile when unchanged)."""
-    from ablate.build.compile import BuildError, build, unavailable
+    from ablate.build.compile import BuildError, build, first_error, unavailable
 
     if why := unavailable(job.plugin):
         raise SystemExit(why)
@@ -101,8 +101,8 @@ def build_base(job):
         result = build([job.base], job.build, job.plugin, ROOT)[job.base.name]
     except BuildError as e:
         raise SystemExit(f"cannot build the base: {e}")
-    if result.status != "built":
-        raise SystemExit(f"the base kernel failed to build:\n{result.log}")
+    if result.status != "built":  # one line, as a sweep's failing base (ablate/sweep/outcome.py)
+        raise SystemExit(f"the base kernel failed to build: {first_error(result.log)} (log: {result.log_path})")
     return result.lib
 
 

@@ -327,7 +327,20 @@ def run(args):
           + (f"; errors in: {', '.join(bad)}" if bad else ""))
     for name, why in declared.items():
         print(f"not run: {name}, which kernel {plugin.name} declares not applicable: {why}")
-    return 1 if bad else 0
+    return exit_status(checked, bad)
+
+
+def exit_status(checked, bad) -> int:
+    """The sweep's rule (ablate/sweep/outcome.py): 1, with a line saying why, where nothing
+    was checked or the base (`none`) has errors; 0 where only variants have (each a result,
+    reported above)."""
+    if not checked:
+        print("sanitize: no variant was checked", file=sys.stderr)
+        return 1
+    if "none" in bad:
+        print("sanitize: the base (none) has errors, so the variants' findings may be its own", file=sys.stderr)
+        return 1
+    return 0
 
 
 def main(argv=None):
