@@ -75,10 +75,8 @@ def build(variants: list, build_cfg, kernel, root, only_if_built=False) -> dict[
     # caller did not ask for it) are built.
     capped = [v for v in variants if getattr(v, "regs_fraction", None)]
     first = [v for v in variants if v not in capped]
-    if capped and not any(v.is_base for v in first):  # built alongside (a pair's rests, say)
-        from ablate.job.variant import BASE, Variant
-
-        first = [Variant(BASE, ()), *first]
+    if capped and not any(v.is_base for v in first):  # built alongside (a pair's rests, say):
+        first = [type(capped[0])("none", ()), *first]  # a variant of no pathology (job/variant.py)
     results = _build_once(first, build_cfg, kernel, root, build_dir, only_if_built=only_if_built) if first else {}
     if results is None:
         return None
