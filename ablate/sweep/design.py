@@ -188,7 +188,8 @@ def interactions_design(config, loader, jobs):
     asks = made and (only == "significant" or mode != "static")  # the store, for the names or the estimate
     found = study.latest_single_sweep(config, next(iter(made.values())).kernel) if asks else None
     kept = narrowed(only, [n for n in made if n != BASE], found, shapes)
-    not_applicable = inapplicable({n: made[n] for n in kept if n in made and made[n].variant.generic})
+    pairs = bool(options.get("pairs", True))
+    not_applicable = inapplicable({n: made[n] for n in kept if made[n].variant.generic}) if pairs else {}
     out, dropped = [], 0
     for rest, names in groups.items():
         names = [n for n in names if n == BASE or n in kept]
@@ -197,7 +198,7 @@ def interactions_design(config, loader, jobs):
         own = {n: seams[n] for n in names if n != BASE and not seams[n].startswith(GENERIC_SEAM)}
         chosen = seam_choice(own, config.get("kernel", {}).get("inversion"))
         for variant in design({n: seams[n] for n in names if n != BASE}, chosen,
-                              pairs=bool(options.get("pairs", True)), inversion=bool(options.get("inversion", True)),
+                              pairs=pairs, inversion=bool(options.get("inversion", True)),
                               generic_pairs=which_pairs == "all"):
             if len(variant) > 1 and set(variant) & set(not_applicable):
                 dropped += 1
@@ -265,7 +266,7 @@ def inapplicable(jobs):
     (pipeline.not_applicable): the base and these variants are built for that (one ninja run,
     cached for the sweep's build). A variant that fails to build is not among them: its pairs
     are built, and fail, as results."""
-    from ablate.build.compile import build
+    from ablate.build.compile import BuildError, build
     from ablate.paths import ROOT
     from ablate.pipeline import not_applicable
 
@@ -274,7 +275,10 @@ def inapplicable(jobs):
     if not todo:
         return out
     first = next(iter(todo.values()))
-    built = build([first.base, *(job.variant for job in todo.values())], first.build, first.plugin, ROOT)
+    try:
+        built = build([first.base, *(job.variant for job in todo.values())], first.build, first.plugin, ROOT)
+    except BuildError as e:  # nothing can be built (no nvcc, a bad build config)
+        raise SystemExit(f"ablate: {e}") from None
     base = built[first.base.name]
     for name, job in todo.items():
         var = built[job.variant.name]
