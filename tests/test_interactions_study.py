@@ -146,11 +146,8 @@ def test_a_static_interactions_sweep_with_regs_capped_pairs_has_no_failed_job(tm
     """rmsnorm's interactions, static, narrowed to two of its own pathologies and three generic
     ones: every pair with regs_capped builds (before, each crashed: `build the base alongside
     it`), no_restrict's pairs are left out (its machine code is the base's) in one line, and
-    no job fails. Built with the session's build settings, so the singles are the session's."""
-    from conftest import _nvcc_wrapper, session_build_dir
-
-    build = [f"build.dir={session_build_dir() / 'build'}", f"build.nvcc={_nvcc_wrapper(session_build_dir())}",
-             "build.arch=sm_90", f"build.jobs={os.cpu_count() or 1}"]
+    no job fails. Its build kept between sessions (the first compiles ten libraries)."""
+    build = [f"build.dir={kept_build_dir('rmsnorm_interactions')}", "build.arch=sm_90"]
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
     proc = subprocess.run(
         [sys.executable, "-m", "ablate", "-m", "hydra/sweeper=interactions", "kernel=rmsnorm", "pathology=glob(*)",
@@ -165,7 +162,7 @@ def test_a_static_interactions_sweep_with_regs_capped_pairs_has_no_failed_job(tm
     from mlflow import MlflowClient
 
     client = MlflowClient(env["MLFLOW_TRACKING_URI"])
-    runs = client.search_runs([client.get_experiment_by_name("rmsnorm").experiment_id], "tags.kind = 'job'")
+    runs = client.search_runs([client.get_experiment_by_name("rmsnorm_fwd").experiment_id], "tags.kind = 'job'")
     status = {r.data.params["pathology"]: r.data.tags["status"] for r in runs}
     # base, five singles, own x own (the inversion of two seams is that pair), own x generic
     assert sorted(status) == sorted(["none", "no_restrict", "no_unroll", "regs_capped", "scalar_loads", "two_pass",
