@@ -2,7 +2,8 @@
 line (`sweep_jobs`), each job's config made into a Job once (`jobs_of_sweep`: the callback
 builds their variants before the first job), and the interactions design that
 `hydra/sweeper=interactions` (hydra_plugins/ablate_interactions) asks for: the base, each
-pathology alone, every pair on different seams (two patches of one seam cannot be combined; a generic pathology is a seam of its own),
+pathology alone, every pair on different seams (two patches of one seam cannot be combined; a generic pathology is a seam of its own;
+generic with generic only with interactions.pairs=all; none with a side not applicable to the kernel),
 and the **inversion**: one pathology per seam switched on ("everything off"), then that set
 with each one taken out (each optimization added back alone). A pathology's seam is the one
 its patch replaces (ablate/job/variant.py reads it from the patch), not its yaml's word.
