@@ -135,7 +135,7 @@ def test_flags_a_cap_and_a_transform_reach_the_command_and_the_librarys_name(tmp
     command = compile_mod.compile_command(capped, build_cfg, plugin, "sm_90", ROOT, regs_cap=22)
     assert "-maxrregcount=22" in command and "-DABLATE_REGS_CAP=22" in command
     with pytest.raises(compile_mod.BuildError, match="build the base alongside"):
-        compile_mod.build([capped], build_cfg, plugin, ROOT)
+        compile_mod.regs_cap(capped, None)  # (build() adds the base: tests/test_interactions_study.py)
     paths = {n: compile_mod.library_path(v(s), build_cfg, plugin, ROOT, base_regs=40)
              for n, s in [("a", {"macros": {"ABLATE_A": 1}}), ("flags", {"flags": ["--fmad=false"]}), ("unroll", {"transform": "unroll_1"}),
                           ("cap", {"regs_cap": {"fraction_of_base": 0.5}})]}

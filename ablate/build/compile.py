@@ -72,12 +72,12 @@ def build(variants: list, build_cfg, kernel, root, only_if_built=False) -> dict[
     build_dir = _build_dir(build_cfg, root)
     build_dir.mkdir(parents=True, exist_ok=True)
     # A register cap is a fraction of the base's own count, read from the base's build: the
-    # variants that need it are planned once the others (the base among them) are built.
+    # variants that need it are planned once the others (the base among them, added where the
+    # caller did not ask for it) are built.
     capped = [v for v in variants if getattr(v, "regs_fraction", None)]
     first = [v for v in variants if v not in capped]
-    if capped and not any(v.is_base for v in first):
-        raise BuildError(f"{capped[0].name}: a register cap is a fraction of the base's registers: "
-                         "build the base alongside it")
+    if capped and not any(v.is_base for v in first):  # built alongside (a pair's rests, say):
+        first = [type(capped[0])("none", ()), *first]  # a variant of no pathology (job/variant.py)
     results = _build_once(first, build_cfg, kernel, root, build_dir, only_if_built=only_if_built) if first else {}
     if results is None:
         return None

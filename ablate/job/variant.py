@@ -80,13 +80,15 @@ class Variant:
 
     def seam_of(self, name) -> str | None:
         """The seam pathology `name` stands for in the interactions design: its patch's; a
-        generic pathology (conf/generic/) replaces none, since it changes how the whole kernel
-        is built or launched, so it stands for a seam of its own, `generic.<name>`: it pairs
-        with every other pathology, and the inversion (the kernel's own seams switched off)
-        leaves it out. None for a hand-written pathology without a seam."""
+        generic pathology (conf/generic/) replaces none of the source's, since it changes how
+        the whole kernel is built or launched, so it stands for a seam of its own,
+        `generic.<its yaml's seam:>` (the mechanism it acts on: no_launch_bounds and
+        regs_capped both redefine __launch_bounds__, generic.registers), `generic.<name>`
+        where the yaml names none; the inversion (the kernel's own seams switched off) leaves
+        it out. None for a hand-written pathology without a seam."""
         if name in self.seams:
             return self.seams[name]
-        return f"{GENERIC_SEAM}{name}" if name in self.generic else None
+        return f"{GENERIC_SEAM}{self.specs[name].get('seam') or name}" if name in self.generic else None
 
     @property
     def changes_build(self) -> bool:
@@ -116,6 +118,7 @@ def variant_from_cfg(pathology_cfg, kernel_dir) -> Variant:
     transforms: list[str] = []
     meta: dict = {}
     meta_owner: dict[str, str] = {}
+    generic_seams: dict[str, str] = {}
     regs_fraction = sm_fraction = None
     for name in sorted(pathology_cfg):
         spec = _check_spec(name, pathology_cfg[name])
@@ -138,7 +141,9 @@ def variant_from_cfg(pathology_cfg, kernel_dir) -> Variant:
         seam = _check_seam(name, spec.get("seam"), header)
         if seam is None and spec.get("meta") and not spec.get("generic"):  # the parameters it overrides
             seam = "+".join(sorted(str(k).lower() for k in spec["meta"]))
-        if seam is not None:
+        if spec.get("generic"):  # a seam of its own (seam_of): not one of the source's, which the library reports
+            _check_generic_seam(name, f"{GENERIC_SEAM}{seam or name}", generic_seams)
+        elif seam is not None:
             other = next((n for n, s in seams.items() if s == seam), None)
             if other is not None:
                 raise VariantError(f"pathologies '{other}' and '{name}' both replace the {seam} seam "
@@ -170,6 +175,16 @@ def variant_from_cfg(pathology_cfg, kernel_dir) -> Variant:
         meta=dict(sorted(meta.items())),
         launch_only=tuple(n for n, spec in specs.items() if spec.get("launch_only")),
     )
+
+
+def _check_generic_seam(name, seam, taken) -> None:
+    """Two generic pathologies of one seam of their own act on one mechanism (each redefines
+    what the other does): they cannot be combined, as two patches of one seam cannot."""
+    other = next((n for n, s in taken.items() if s == seam), None)
+    if other is not None:
+        raise VariantError(f"pathologies '{other}' and '{name}' both act on the {seam} seam (generic "
+                           "pathologies of one mechanism): they cannot be combined")
+    taken[name] = seam
 
 
 def _check_meta(name, meta) -> dict:

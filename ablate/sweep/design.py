@@ -2,7 +2,8 @@
 line (`sweep_jobs`), each job's config made into a Job once (`jobs_of_sweep`: the callback
 builds their variants before the first job), and the interactions design that
 `hydra/sweeper=interactions` (hydra_plugins/ablate_interactions) asks for: the base, each
-pathology alone, every pair on different seams (two patches of one seam cannot be combined; a generic pathology is a seam of its own),
+pathology alone, every pair on different seams (two patches of one seam cannot be combined; a generic pathology is a seam of its own;
+generic with generic only with interactions.pairs=all; none with a side not applicable to the kernel),
 and the **inversion**: one pathology per seam switched on ("everything off"), then that set
 with each one taken out (each optimization added back alone). A pathology's seam is the one
 its patch replaces (ablate/job/variant.py reads it from the patch), not its yaml's word.
@@ -113,31 +114,48 @@ def seam_choice(seams, preferred=None):
     return {seam: preferred.get(seam, names[0]) for seam, names in sorted(by_seam.items())}
 
 
-def design(seams, chosen, pairs=True, inversion=True):
+def design(seams, chosen, pairs=True, inversion=True, generic_pairs=False):
     """The variants of an interactions sweep, in job order, each a sorted tuple of pathology
     names (() is the base): base, singles, cross-seam pairs, then everything off (one
     pathology per seam, `chosen`) and everything off with each one taken out. Duplicates
-    (with two or three seams the inversion's sets are pairs or singles) appear once."""
+    (with two or three seams the inversion's sets are pairs or singles) appear once. A pair of
+    two generic pathologies (seams generic.*) only with `generic_pairs` (interactions.pairs=all)."""
     names = sorted(n for n in seams if n != BASE)
     out = [(), *((n,) for n in names)]
     if pairs:
-        out += pairs_of(seams)[0]
+        out += [p for p in pairs_of(seams)[0]
+                if generic_pairs or not all(seams[n].startswith(GENERIC_SEAM) for n in p)]
     if inversion and len(chosen) >= 2:
         full = tuple(sorted(chosen.values()))
         out += [full, *(tuple(n for n in full if n != left) for left in full)]
     return list(dict.fromkeys(out))
 
 
+PAIRS = ("own", "all")  # interactions.pairs: own pathologies with each other and the generic ones; all: generic too
+
+
 def interactions_jobs(config, loader, jobs):
-    """The interactions design's jobs (lists of overrides) from the basic sweeper's `jobs`.
+    """The interactions design's jobs (lists of overrides) from the basic sweeper's `jobs`."""
+    return interactions_design(config, loader, jobs)[0]
+
+
+def interactions_design(config, loader, jobs):
+    """(the interactions design's jobs, lists of overrides; the lines that say what it left out
+    and how long it takes) from the basic sweeper's `jobs`.
 
     `config` is the sweep's config (its hydra.sweeper says which parts; its kernel.inversion
-    which pathology stands for a seam that has several), `loader` Hydra's config loader, used
-    to read each pathology's seam as a job would see it."""
+    which pathology stands for a seam that has several; its `interactions` which pairs and
+    pathologies), `loader` Hydra's config loader, used to read each pathology's seam as a job
+    would see it. A pair with a side not applicable to the kernel (declared, or its machine
+    code the base's: the base and the generic pathologies are built here for that, and cached
+    for the sweep's build) is left out before anything is timed."""
+    from ablate.sweep import study
+
     def key(override):
         return override.split("=", 1)[0].lstrip("+~")
 
     options = config.hydra.sweeper
+    which_pairs, only = study_options(config)
     groups: dict[tuple, list[str]] = {}
     for job in jobs:
         rest = tuple(o for o in job if key(o) != "pathology")
@@ -148,37 +166,133 @@ def interactions_jobs(config, loader, jobs):
         groups.setdefault(rest, [])
         if names[0] not in groups[rest]:
             groups[rest].append(names[0])
-    seams: dict[str, str] = {}
+    made, shapes = {}, set()  # each pathology's Job (its seam, whether it applies), composed once
     for rest, names in groups.items():
-        for name in names:
-            if name in seams or name == BASE:
+        for i, name in enumerate(names):
+            if name in made and i:
                 continue
             cfg = loader.load_sweep_config(master_config=config, sweep_overrides=[*rest, f"pathology={name}"])
-            seam = _seam_of(cfg, name)
-            if not seam:
-                raise SystemExit(f"ablate: pathology {name!r} replaces no seam (its patch defines no "
-                                 "ABLATE_SEAM_* macro and its yaml names no `seam:`, and it is not a generic "
-                                 "pathology): the interactions sweep needs each pathology's seam to know which "
-                                 "pairs can be combined")
-            seams[name] = seam
-    out = []
+            made.setdefault(name, _job_of(cfg))
+            if not i:
+                shapes.add(str(OmegaConf.select(cfg, "hydra.runtime.choices.shape", default=None)))
+    seams: dict[str, str] = {}
+    for name, job in made.items():
+        if name == BASE:
+            continue
+        seams[name] = job.variant.seam_of(name)
+        if not seams[name]:
+            raise SystemExit(f"ablate: pathology {name!r} replaces no seam (its patch defines no "
+                             "ABLATE_SEAM_* macro and its yaml names no `seam:`, and it is not a generic "
+                             "pathology): the interactions sweep needs each pathology's seam to know which "
+                             "pairs can be combined")
+    mode = str(OmegaConf.select(config, "mode", default="gpu"))
+    asks = made and (only == "significant" or mode != "static")  # the store, for the names or the estimate
+    found = study.latest_single_sweep(config, next(iter(made.values())).kernel) if asks else None
+    kept = narrowed(only, [n for n in made if n != BASE], found, shapes)
+    pairs = bool(options.get("pairs", True))
+    not_applicable = inapplicable({n: made[n] for n in kept if made[n].variant.generic}) if pairs else {}
+    out, dropped = [], 0
     for rest, names in groups.items():
+        names = [n for n in names if n == BASE or n in kept]
         # The inversion switches off the kernel's own seams; a generic pathology's seam of its
         # own (Variant.seam_of) enters the pairs only.
-        own = {n: seams[n] for n in names if n != "none" and not seams[n].startswith(GENERIC_SEAM)}
+        own = {n: seams[n] for n in names if n != BASE and not seams[n].startswith(GENERIC_SEAM)}
         chosen = seam_choice(own, config.get("kernel", {}).get("inversion"))
-        for variant in design({n: seams[n] for n in names if n != "none"}, chosen,
-                              pairs=bool(options.get("pairs", True)), inversion=bool(options.get("inversion", True))):
+        for variant in design({n: seams[n] for n in names if n != BASE}, chosen,
+                              pairs=pairs, inversion=bool(options.get("inversion", True)),
+                              generic_pairs=which_pairs == "all"):
+            if len(variant) > 1 and set(variant) & set(not_applicable):
+                dropped += 1
+                continue
             value = "none" if not variant else variant[0] if len(variant) == 1 else "[" + ",".join(variant) + "]"
             out.append([*rest, f"pathology={value}"])
+    lines = []
+    if dropped:
+        lines.append(f"interactions: {dropped} jobs of combinations left out, a side not applicable to the kernel: "
+                     + "; ".join(f"{n} ({why})" for n, why in sorted(not_applicable.items())))
+    untimed = sum(1 for job in out if job[-1].split("=", 1)[1] in not_applicable)
+    lines.append(study.estimate_line(len(out), len(out) - untimed, mode, found))
+    return out, lines
+
+
+def study_options(config):
+    """(interactions.pairs, interactions.only) of the sweep's config; SystemExit naming the
+    field where a value is not one it takes."""
+    node = OmegaConf.select(config, "interactions", default=None) or {}
+    pairs = node.get("pairs", "own")
+    if pairs not in PAIRS:
+        raise SystemExit(f"ablate: interactions.pairs must be one of {list(PAIRS)} (own: the kernel's pathologies "
+                         f"with one another and with the generic ones; all: generic with generic too), got {pairs!r}")
+    only = node.get("only", "all")
+    if isinstance(only, (list, tuple)) or OmegaConf.is_list(only):
+        only = [str(n) for n in only]
+        if not only:
+            raise SystemExit("ablate: interactions.only: an empty list leaves nothing to combine")
+    elif only not in ("all", "significant"):
+        raise SystemExit("ablate: interactions.only must be all, significant or a list of pathologies "
+                         f"([a,b,c]; a,b,c would sweep it), got {only!r}")
+    return pairs, only
+
+
+def narrowed(only, names, found, shapes):
+    """The pathologies of `names` that interactions.only keeps; SystemExit naming the field."""
+    if only == "all":
+        return list(names)
+    if only == "significant":
+        from ablate.sweep import study
+
+        if found is None:
+            raise SystemExit("ablate: interactions.only=significant: no timed single-pathology sweep of this kernel "
+                             "in the store to say which are significant: make sweep first, or name them "
+                             "(interactions.only=[a,b,c])")
+        try:
+            significant = study.significant(found, shapes)
+        except ValueError as e:
+            raise SystemExit(f"ablate: interactions.only=significant: {e}") from None
+        kept = [n for n in names if n in significant]
+        if not kept:
+            raise SystemExit(f"ablate: interactions.only=significant: none of this sweep's pathologies is significant "
+                             f"in sweep {found[0]} (significant there: {significant or 'none'})")
+        return kept
+    unknown = [n for n in only if n not in names]
+    if unknown:
+        raise SystemExit(f"ablate: interactions.only: {', '.join(unknown)} not among this sweep's pathologies "
+                         f"({', '.join(sorted(names))})")
+    return [n for n in names if n in only]
+
+
+def inapplicable(jobs):
+    """{generic pathology: why it does not apply to the kernel} of `jobs` ({name: its single
+    Job}): declared by the kernel (kernel.not_applicable), or its machine code the base's
+    (pipeline.not_applicable): the base and these variants are built for that (one ninja run,
+    cached for the sweep's build). A variant that fails to build is not among them: its pairs
+    are built, and fail, as results."""
+    from ablate.build.compile import BuildError, build
+    from ablate.paths import ROOT
+    from ablate.pipeline import not_applicable
+
+    out = {n: "declared by the kernel" for n, job in jobs.items() if job.opted_out}
+    todo = {n: job for n, job in jobs.items() if n not in out and job.variant.changes_build}
+    if not todo:
+        return out
+    first = next(iter(todo.values()))
+    try:
+        built = build([first.base, *(job.variant for job in todo.values())], first.build, first.plugin, ROOT)
+    except BuildError as e:  # nothing can be built (no nvcc, a bad build config)
+        raise SystemExit(f"ablate: {e}") from None
+    base = built[first.base.name]
+    for name, job in todo.items():
+        var = built[job.variant.name]
+        if base.ok and var.ok and not_applicable(job.variant, base, var):
+            out[name] = "equal machine code"
     return out
 
 
-def _seam_of(cfg, name):
-    """The seam pathology `name` replaces, as its Job's variant says (from its patch)."""
+def _job_of(cfg):
+    """The Job of a composed config; SystemExit naming the problem."""
     from ablate.job.job import make_job
 
     try:
-        return make_job(cfg).variant.seam_of(name)
+        return make_job(cfg, OmegaConf.select(cfg, "hydra.runtime.choices.shape", default=None))
     except ValueError as e:
         raise SystemExit(f"ablate: {e}") from None

@@ -6,20 +6,26 @@ the interactions design of ablate/sweep/design.py.
 Hydra's basic sweeper expands the command line as usual (glob, choices, every other swept
 key); then, for each combination of the other keys (each shape), the pathologies it lists
 become: the base, each one alone, every pair on different seams (same-seam pairs cannot
-be combined and are never built) and the inversion (one pathology per seam, then that set
-with each one taken out). `hydra.sweeper.pairs=false` or `hydra.sweeper.inversion=false`
-drops a part. The callback (ablate/sweep/callbacks.py) builds the same list of variants before
+be combined and are never built; generic with generic only with `interactions.pairs=all`;
+none with a side not applicable to the kernel) and the inversion (one pathology per seam,
+then that set with each one taken out). `hydra.sweeper.pairs=false` or
+`hydra.sweeper.inversion=false` drops a part; `interactions.only=significant` or
+`interactions.only=[a,b,c]` narrows the pathologies. Before the first job it says how many
+jobs it runs and about how long they take. The callback (ablate/sweep/callbacks.py) builds the same list of variants before
 the first job, through `InteractionsSweeper.jobs_of`.
 """
 import itertools
+import logging
 from dataclasses import dataclass
 from typing import Dict, Optional
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
 
-from ablate.sweep.design import interactions_jobs
+from ablate.sweep.design import interactions_design, interactions_jobs
 from hydra_plugins.ablate_sweeper import AblateSweeper
+
+log = logging.getLogger("ablate")
 
 
 @dataclass
@@ -45,7 +51,9 @@ class InteractionsSweeper(AblateSweeper):
         self.pairs, self.inversion = pairs, inversion
 
     def split_arguments(self, overrides, max_batch_size):
-        jobs = self.jobs_of(self.config, self.hydra_context.config_loader,
-                       list(itertools.chain.from_iterable(BasicSweeper.split_arguments(overrides, None))))
+        jobs, lines = interactions_design(self.config, self.hydra_context.config_loader,
+                                          list(itertools.chain.from_iterable(BasicSweeper.split_arguments(overrides, None))))
+        for line in lines:  # what it left out, how many jobs and about how long: before the first job
+            log.info(line)
         n = len(jobs) if max_batch_size in (None, -1) else max_batch_size
         return [jobs[i:i + n] for i in range(0, len(jobs), n)]
