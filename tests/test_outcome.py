@@ -68,7 +68,7 @@ def test_a_failed_base_build_in_a_variants_job_is_said_to_be_the_bases(monkeypat
 def test_the_gpu_gate_says_which_side_failed():
     """The worker's incorrect result names the base when the base failed its gate: the text
     outcome.base_failed reads."""
-    text = (ROOT / "ablate" / "gpu" / "worker.py").read_text()
+    text = (ROOT / "ablate" / "gpu" / "measure.py").read_text()
     assert 'f"{who} failed the correctness gate: ' in text and '(("base", base), ("variant", variant))' in text
 
 

@@ -9,7 +9,7 @@ there (`base_failed`):
   build_failed, crashed, timeout or incorrect;
 - or its error says the base failed: its build (`the base (none) failed to build`, from
   ablate/pipeline.py; a build that could not start at all, nvcc missing, builds no base
-  either) or its correctness gate (`base failed the correctness gate`, ablate/gpu/worker.py).
+  either) or its correctness gate (`base failed the correctness gate`, ablate/gpu/measure.py).
 A crash of the GPU child while it runs a variant's job is the variant's: the child runs both,
 and the `none` job at that shape says whether the base crashes alone.
 
