@@ -44,6 +44,7 @@ GENERIC_TRITON = CONF / "generic_triton"  # a Triton kernel's instead (conf/gene
 PATH_ENV = "ABLATE_KERNEL_PATH"
 CONF_ENV = "ABLATE_KERNEL_CONF"  # read by hydra_plugins/ablate_kernel
 GENERIC_ENV = "ABLATE_KERNEL_GENERIC"  # the chosen kernel's generic pathologies' folder, read there too
+TUNABLES_ENV = "ABLATE_KERNEL_TUNABLES"  # the chosen kernel's generated neighbours (ablate/job/tunables.py)
 
 # What the pipeline reads of a spec, and what each is for. A thin spec (ablate/job/thin.py)
 # leaves out what its declarations say: the ABI from the prototype, the tensors' roles,
@@ -139,6 +140,17 @@ class Plugin:
         """The folder of the generic pathologies this kernel gets (its language's)."""
         return GENERIC_TRITON if self.language == "triton" else GENERIC
 
+    @functools.cached_property
+    def tunables(self) -> Path:
+        """The conf folder of its tunables' neighbours, generated from its spec (`tune_*`:
+        ablate/job/tunables.py); PluginError naming what is wrong with its TUNABLES."""
+        from ablate.job import tunables
+
+        try:
+            return tunables.write(self)
+        except tunables.TunableError as e:
+            raise PluginError(str(e)) from None
+
     @property
     def source(self) -> Path:
         return self.dir / self.spec.SOURCE
@@ -171,14 +183,15 @@ class Plugin:
     def options(self, group: str) -> list[str]:
         """The kernel's configs in `group` (pathology, shape), with ablate's own (the base,
         and the generic pathologies of conf/generic/ that every kernel gets)."""
-        names = {p.stem for d in (self.conf / group, CONF / group, self.generic / group) for p in d.glob("*.yaml")}
+        names = {p.stem for d in (self.conf / group, CONF / group, self.generic / group, self.tunables / group)
+                 for p in d.glob("*.yaml")}
         return sorted(names)
 
     def config_file(self, group: str, name: str) -> Path:
         """The yaml Hydra composes for `group=name`: ablate's conf/ first, then the kernel's,
         then conf/generic/ (hydra_plugins/ablate_kernel's search path: a kernel's own yaml of
         a generic pathology's name overrides it)."""
-        for d in (CONF / group, self.conf / group, self.generic / group):
+        for d in (CONF / group, self.conf / group, self.generic / group, self.tunables / group):
             if (d / f"{name}.yaml").is_file():
                 return d / f"{name}.yaml"
         raise PluginError(f"kernel {self.name!r} has no {group} {name!r}")
@@ -343,6 +356,7 @@ def use(plugin: Plugin) -> Plugin:
     and the processes it starts)."""
     os.environ[CONF_ENV] = str(plugin.conf)
     os.environ[GENERIC_ENV] = str(plugin.generic)
+    os.environ[TUNABLES_ENV] = str(plugin.tunables)
     return plugin
 
 

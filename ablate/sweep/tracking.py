@@ -283,6 +283,7 @@ def job_params(job, result):
         "mechanism": _joined(specs, texts, "mechanism"),
         "expected": _joined(specs, texts, "expected"),
         "truth": _truth(specs, names),
+        "tuned": _tuned(specs, names),  # a tunable's neighbour: {name, base, value} (ablate/job/tunables.py)
         "seams": ",".join(variant.seam_of(n) or "-" for n in names) or "-",  # as the patches replace them
         "min_effect": job.bench.get("min_effect"),
         "shape": job.shape_name,
@@ -361,6 +362,12 @@ def _metrics(result, problems):
         else:
             problems.append(f"metric {k}: not a number ({v!r}); kept in result.json only")
     return out
+
+
+def _tuned(specs, names):
+    """The tunables the variant's generated neighbours set, as JSON ([{name, base, value}]), or none."""
+    tuned = [specs[n]["tuned"] for n in names if isinstance(specs.get(n), dict) and specs[n].get("tuned")]
+    return json.dumps(tuned) if tuned else "none"
 
 
 def _truth(specs, names):

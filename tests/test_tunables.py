@@ -1,0 +1,145 @@
+"""A kernel's tunables and their generated neighbours (ablate/job/tunables.py): the rules, the
+pathologies Hydra sees (`pathology=glob(tune_*)`), and the mis-tuned fixture's neighbourhood
+built and fingerprinted without a GPU (tests/fixtures/plugins/mistuned)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from ablate.job import plugins, tunables
+from ablate.job.variant import variant_from_cfg
+from conftest import kept_build_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "plugins"
+
+
+@pytest.fixture
+def mistuned(monkeypatch):
+    monkeypatch.setenv(plugins.PATH_ENV, str(FIXTURES))
+    return plugins.load("mistuned")
+
+
+def test_the_neighbours_of_each_kind_of_tunable():
+    assert tunables.neighbours("BLOCK_M", 128) == [64, 256]          # a power of two: halved, doubled
+    assert tunables.neighbours("num_warps", 1) == [2]                # never below 1
+    assert tunables.neighbours("num_stages", 3) == [2, 4]            # stages: one fewer, one more
+    assert tunables.neighbours("num_stages", 1) == [2]
+    assert tunables.neighbours("NUM_SMS", 132) == []                 # not a power of two: none unless declared
+    assert tunables.neighbours("USE_TMA", True) == []                # a flag is an ablation, not a tunable
+    assert tunables.neighbours("BM", 128, (64, 128, 256)) == [64, 256]  # declared: the adjacent values
+    assert tunables.neighbours("BM", 64, (256, 64, 128)) == [128]       # at an end: one side
+    with pytest.raises(tunables.TunableError, match="base value 96"):
+        tunables.neighbours("BM", 96, (64, 128))
+
+
+def test_matmul_triton_gets_its_meta_neighbourhood_as_pathologies_hydra_globs():
+    plugin = plugins.load("matmul_triton")
+    found = tunables.pathologies(plugin)
+    assert set(found) == {f"tune_{n}" for n in (
+        "block_m_64", "block_m_256", "block_n_128", "block_n_512", "block_k_32", "block_k_128",
+        "group_m_4", "group_m_16", "num_warps_4", "num_warps_16", "num_stages_2", "num_stages_4")}
+    assert found["tune_block_m_256"]["meta"] == {"BLOCK_M": 256}
+    assert found["tune_block_m_256"]["tuned"] == {"name": "BLOCK_M", "base": 128, "value": 256}
+    assert set(found) <= set(plugin.options("pathology"))
+    # Hydra composes one from the generated folder, and it becomes a variant of that one override
+    cfg = plugins.compose("matmul_triton", ["pathology=tune_num_warps_4", "mode=static"])
+    variant = variant_from_cfg(cfg.pathology, plugin.dir)
+    assert variant.meta == {"num_warps": 4} and variant.generic == ("tune_num_warps_4",)
+    assert variant.seam_of("tune_num_warps_4") == "generic.tune_num_warps"  # never paired with its twin
+
+
+def test_a_cuda_kernel_declares_tunables_read_from_its_source_defaults():
+    plugin = plugins.load("rmsnorm")
+    assert tunables.base_values(plugin) == {"RMSNORM_VECS": (4, (1, 2, 4, 8)),
+                                            "RMSNORM_THREADS": (256, (128, 256, 512)),
+                                            "RMSNORM_FEW_ROWS_VECS": (1, (1, 2, 4))}
+    found = tunables.pathologies(plugin)
+    assert sorted(found) == ["tune_rmsnorm_few_rows_vecs_2", "tune_rmsnorm_threads_128", "tune_rmsnorm_threads_512",
+                             "tune_rmsnorm_vecs_2", "tune_rmsnorm_vecs_8"]
+    variant = variant_from_cfg({"tune_rmsnorm_vecs_8": found["tune_rmsnorm_vecs_8"]}, plugin.dir)
+    assert variant.macros == {"RMSNORM_VECS": "8"}  # -DRMSNORM_VECS=8: a TUNABLES name needs no ABLATE_ prefix
+    # ... but only the tunable's own: any other unprefixed macro is still refused
+    with pytest.raises(ValueError, match="macro name 'OTHER'"):
+        variant_from_cfg({"tune_x": {**found["tune_rmsnorm_vecs_8"], "macros": {"OTHER": 1}}}, plugin.dir)
+
+
+def test_bad_tunables_are_one_line_errors_naming_the_kernel_and_name(tmp_path):
+    spec = SimpleNamespace(TUNABLES={"BM": (64, 128)})
+    plugin = SimpleNamespace(name="k", dir=tmp_path, spec=spec, language="cuda")
+    (tmp_path / "k.cu").write_text("#ifndef BN\n#define BN 64\n#endif\n")
+    with pytest.raises(tunables.TunableError, match="kernel 'k': TUNABLES names 'BM', but no source"):
+        tunables.base_values(plugin)
+    spec.TUNABLES = {"BM": 128}
+    with pytest.raises(tunables.TunableError, match=r"TUNABLES\['BM'\] must be a tuple"):
+        tunables.base_values(plugin)
+
+
+def test_extra_configurations_join_the_neighbours_as_whole_configs(mistuned):
+    """The seam for a kernel's own list (an autotuner's configs as dicts)."""
+    found = tunables.pathologies(mistuned, extra=[{"BLOCK": 32, "num_warps": 1},   # the base: left out
+                                                 {"BLOCK": 128, "num_warps": 4}])
+    assert "tune_config_0" not in found
+    assert found["tune_config_1"]["meta"] == {"BLOCK": 128, "num_warps": 4}
+    with pytest.raises(tunables.TunableError, match=r"names \['NOPE'\]"):
+        tunables.pathologies(mistuned, extra=[{"NOPE": 1}])
+
+
+def test_the_generated_folder_is_written_once_per_content_outside_the_checkout(mistuned):
+    folder = mistuned.tunables
+    assert not folder.is_relative_to(ROOT)
+    files = sorted(p.name for p in (folder / "pathology").glob("*.yaml"))
+    assert files == ["tune_block_16.yaml", "tune_block_64.yaml", "tune_num_stages_2.yaml", "tune_num_warps_2.yaml"]
+    text = yaml.safe_load((folder / "pathology" / "tune_block_64.yaml").read_text())
+    assert text["tune_block_64"]["meta"] == {"BLOCK": 64}
+    assert tunables.write(mistuned) == folder  # the same content, the same folder
+
+
+def test_over_limits_makes_a_neighbour_that_cannot_launch_not_applicable():
+    from ablate.pipeline import over_limits
+
+    tuned = SimpleNamespace(pathologies=("tune_block_m_256",), specs={"tune_block_m_256": {"tuned": {"name": "x"}}})
+    var = SimpleNamespace(arch="sm_90", ptxas={"kernels": {"k": {"smem_bytes": 0}}})
+    big = {"configs": [{"name": "fp16", "smem_bytes": 300 * 1024, "threads": 256}]}
+    assert "needs 307200 bytes of shared memory a block, the arch allows 232448" in over_limits(tuned, var, big)
+    assert over_limits(tuned, var, {"configs": [{"name": "fp16", "smem_bytes": 1024, "threads": 256}]}) is None
+    own = SimpleNamespace(pathologies=("no_tma",), specs={"no_tma": {}})
+    assert over_limits(own, var, big) is None  # a hand-written pathology is the kernel's to answer for
+
+
+def static_sweep(tmp_path, *overrides):
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    return subprocess.run(
+        [sys.executable, "-m", "ablate", "-m", "kernel=mistuned", f"kernel_path=[{FIXTURES}]", "mode=static",
+         *overrides, f"build.dir={kept_build_dir('mistuned')}", f"hydra.sweep.dir={tmp_path / 'multirun'}"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_the_mistuned_fixtures_neighbourhood_builds_and_fingerprints_without_a_gpu(tmp_path):
+    pytest.importorskip("triton")
+    proc = static_sweep(tmp_path, "pathology=glob(tune_*)")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("mistuned")
+    jobs = {r.data.params["pathology"]: r for r in client.search_runs([exp.experiment_id])
+            if r.data.tags.get("kind") == "job"}
+    assert sorted(jobs) == ["tune_block_16", "tune_block_64", "tune_num_stages_2", "tune_num_warps_2"]
+    for name in ("tune_block_16", "tune_block_64", "tune_num_warps_2"):  # built, its machine code not the base's
+        run = jobs[name]
+        assert run.data.tags["status"] == "static", (name, run.data.tags.get("error"))
+        assert run.data.metrics["fingerprint_ok"] == 1, name
+    assert jobs["tune_block_64"].data.params["overrides"] == "BLOCK=64"  # from the manifests' effective meta
+    assert jobs["tune_block_64"].data.metrics["sass.ldg_64"] == 1  # two elements a thread: 64-bit loads
+    assert jobs["tune_block_16"].data.metrics["sass.ldg_32"] == 1
+    assert jobs["tune_num_warps_2"].data.metrics["threads_per_block"] == 64
+    assert '"value": 64' in jobs["tune_block_64"].data.params["tuned"]
+    # no loop to pipeline: num_stages 2 compiles to the base's machine code, not applicable with why
+    stages = jobs["tune_num_stages_2"]
+    assert stages.data.tags["status"] == "not_applicable"
+    assert "num_stages = 2 compiles to the base's machine code" in stages.data.tags["error"]
