@@ -35,6 +35,7 @@ import pandas as pd
 
 from ablate.gpu.stats import interval_text
 
+BASE = "none"  # ablate.job.variant.BASE: the A/A job
 TUNE_PREFIX = "tune_"  # ablate.job.tunables.PREFIX (report does not import the job's writer)
 TOP = 3  # slowdowns named per shape under "carries the speed"
 _NUM = r"(\d+(?:\.\d+)?)"
@@ -79,8 +80,10 @@ def stated_range(expected, shape, shapes):
 
 
 def speedup_text(r) -> str:
-    """A significant speed-up in words: 1 / slowdown with its interval [1 / hi, 1 / lo]."""
-    return interval_text(1 / r["slowdown"], 1 / r["slowdown_hi"], 1 / r["slowdown_lo"], "x")
+    """A significant speed-up in words: 1 / slowdown with its interval [1 / hi, 1 / lo]:
+    `1.887x faster [1.868, 1.906]`."""
+    value, _, interval = interval_text(1 / r["slowdown"], 1 / r["slowdown_hi"], 1 / r["slowdown_lo"], "x").partition(" ")
+    return f"{value} faster {interval}"
 
 
 def _slow(r) -> str:
@@ -105,10 +108,10 @@ def of(ranked, unranked=None) -> dict:
     faster = ranked[sig & (ranked["slowdown"] < 1)].sort_values("slowdown")
     headroom = [{"shape": r["shape"], "pathology": r["pathology"], "run_id": r.get("run_id"),
                  "speedup": speedup_text(r), "adopt": _adopt(r),
-                 "line": f"the base is beaten at {r['shape']}: {r['pathology']} runs {speedup_text(r)} faster; "
+                 "line": f"the base is beaten at {r['shape']}: {r['pathology']} runs {speedup_text(r)}; "
                          f"{_adopt(r)} or explain"}
                 for _, r in faster.iterrows()]
-    own = ranked[[not is_tuned(p) for p in ranked["pathology"]]]
+    own = ranked[[not is_tuned(p) and p != BASE for p in ranked["pathology"]]]  # the A/A job measures nothing away
     carries = []
     for shape in shapes:
         slow = own[(own["shape"] == shape) & (own["significant"] == "yes") & (own["slowdown"] > 1)]
@@ -182,7 +185,7 @@ def tunables(ranked) -> pd.DataFrame:
         row[side] = f"{t['value']}: {_slow(r)}"
         row["_sides"] += 1
         if r["significant"] == "yes" and r["slowdown"] < 1:
-            row["_beaten"].append(f"{t['name']}={t['value']} {speedup_text(r)} faster")
+            row["_beaten"].append(f"{t['name']}={t['value']} {speedup_text(r)}")
     out = []
     for row in rows.values():
         beaten, sides = row.pop("_beaten"), row.pop("_sides")
@@ -208,7 +211,7 @@ def lines(found) -> list[str]:
     missed = _section("Predictions that missed their stated range (the whole interval outside it):",
                       found["missed"], "none.")
     if found.get("unread"):
-        missed.append(f"  ({found['unread']} jobs' predictions state no range ablate reads)")
+        missed.append(f"  (the predictions of {found['unread']} more state no range ablate reads)")
     out += missed
     out += _section("Mechanisms the counters refuted:", found["refuted"],
                     "none (or no job profiled: make profile).")
@@ -217,9 +220,10 @@ def lines(found) -> list[str]:
         out.append("Tunables (the base's value against each neighbour; local optimum: no neighbour significantly "
                    "faster):")
         for shape, part in table.groupby("shape", sort=False):
-            at = (part["local optimum"].str.startswith("yes")).all()
-            out.append(f"  {shape}: the base is {'at a local optimum' if at else 'NOT at a local optimum'} "
-                       f"of the {len(part)} tunables timed")
+            beaten = [v[len("NO: "):] for v in part["local optimum"] if v.startswith("NO")]
+            out.append(f"  - {shape}: the base is " + (f"NOT at a local optimum ({'; '.join(beaten)})" if beaten
+                                                        else "at a local optimum")
+                       + f" of the {len(part)} tunables timed")
     if found["not_applicable"]:
         out += _section("Neighbours not applicable (cannot compile or launch, or the base's code):",
                         found["not_applicable"], "")

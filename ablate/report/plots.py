@@ -29,8 +29,8 @@ def slowdown_bars(ranked, shape, path):
         if b:
             bar.set_hatch("//")
     for yi in y[beaten.to_numpy()]:
-        ax.annotate("base beaten", (d["slowdown"].iloc[yi], yi), xytext=(-4, 0), textcoords="offset points",
-                    ha="right", va="center", fontsize=8, color=BEATEN)
+        ax.annotate("base beaten", (1.0, yi), xytext=(4, 0), textcoords="offset points",  # right of 1: empty
+                    ha="left", va="center", fontsize=8, color=BEATEN)
     ax.errorbar(d["slowdown"], y, xerr=[d["slowdown"] - d["slowdown_lo"], d["slowdown_hi"] - d["slowdown"]],
                 fmt="none", ecolor="black", capsize=3)
     ax.axvline(1.0, color="black", linewidth=1)
