@@ -143,3 +143,29 @@ def test_the_mistuned_fixtures_neighbourhood_builds_and_fingerprints_without_a_g
     stages = jobs["tune_num_stages_2"]
     assert stages.data.tags["status"] == "not_applicable"
     assert "num_stages = 2 compiles to the base's machine code" in stages.data.tags["error"]
+
+
+def test_matmul_tritons_neighbourhood_builds_for_sm_90_each_changed_or_not_applicable_with_why():
+    """The shipped Triton kernel's twelve neighbours, static (the kept Triton build folder,
+    shared with tests/test_triton.py): each builds and changes the machine code, or is not
+    applicable with a reason (BLOCK_N = 512 needs more shared memory than a block may have)."""
+    pytest.importorskip("triton")
+    from ablate.job.job import make_job
+    from ablate.pipeline import run_job
+
+    names = sorted(tunables.pathologies(plugins.load("matmul_triton")))
+    outcomes = {}
+    for name in names:
+        cfg = plugins.compose("matmul_triton", [f"pathology={name}", "mode=static", "build.arch=sm_90",
+                                                f"build.dir={kept_build_dir('triton')}"])
+        outcomes[name] = run_job(make_job(cfg))
+    for name, r in outcomes.items():
+        assert r.status in ("static", "not_applicable"), (name, r.status, r.error)
+        if r.status == "static":
+            assert r.error is None and r.metrics["fingerprint_ok"] == 1, (name, r.error)
+        else:
+            assert r.error.startswith("not applicable"), (name, r.error)
+    assert outcomes["tune_block_n_512"].status == "not_applicable"
+    assert "bytes of shared memory a block, the arch allows 232448" in outcomes["tune_block_n_512"].error
+    assert outcomes["tune_num_warps_4"].metrics["fp16.threads_per_block"] == 128
+    assert outcomes["tune_num_warps_4"].params["overrides"] == "num_warps=4"
