@@ -285,31 +285,18 @@ def interactions_lines(results) -> list[str]:
     return (["Findings of the interactions (I = r_ab / (r_a r_b), 95% intervals):"] + out) if out else []
 
 
-MAX_TAG = 8000  # ablate.sweep.tracking.MAX_TAG_LEN: MLflow's limit on a tag's value
-
-
 def publish(out, found, pairs=(), parent_run_id=None) -> list:
-    """findings.md into `out`; in MLflow, tag `headroom` on each job whose variant beats the
-    base (its finding in words) and, on the sweep's parent run, tag `findings` (the text) and
-    the artifact findings.md. A store that refuses a write costs only that write (said on
-    stderr): the files stand. Returns the files written."""
-    import sys
+    """findings.md into `out`, and in MLflow (ablate/sweep/tracking.py: log_findings) tag
+    `headroom` on each job whose variant beats the base and, on the sweep's parent run, tag
+    `findings` and the artifact findings.md. Returns the files written."""
     from pathlib import Path
+
+    from ablate.sweep import tracking
 
     body = "# ablate findings\n\n" + markdown(found)
     if pairs:
         body += "\n\n" + "\n".join(line.strip() for line in pairs)
     path = Path(out) / "findings.md"
     path.write_text(body + "\n")
-    try:
-        from mlflow import MlflowClient
-
-        client = MlflowClient()
-        for run_id, line in headroom_tags(found).items():
-            client.set_tag(run_id, "headroom", line[:MAX_TAG])
-        if parent_run_id:
-            client.set_tag(parent_run_id, "findings", "\n".join([text(found), *pairs])[:MAX_TAG])
-            client.log_artifact(parent_run_id, str(path))
-    except Exception as e:  # the report stands without the tags
-        print(f"rank: findings not tagged in MLflow: {e}", file=sys.stderr)
+    tracking.log_findings(parent_run_id, headroom_tags(found), "\n".join([text(found), *pairs]), path)
     return [path]

@@ -450,6 +450,26 @@ def _report(cfg, result, name, problems, run_id=None):
     log.error("MLflow: logging job %s had problems (%s): %s%s", name, where, "; ".join(problems), kept)
 
 
+def log_findings(sweep_run_id, headroom, text, path):
+    """A ranking's findings (ablate/report/findings.py) in the store: tag `headroom` on each job
+    ({run_id: its finding}) whose variant beats the base, tag `findings` (the text) and the
+    artifact findings.md on the sweep's parent run. A store that refuses a write costs only
+    that write, said in one line on stderr: the report's files stand."""
+    import sys
+
+    from mlflow import MlflowClient
+
+    try:
+        client = MlflowClient()
+        for run_id, line in headroom.items():
+            client.set_tag(run_id, "headroom", line[:MAX_TAG_LEN])
+        if sweep_run_id:
+            client.set_tag(sweep_run_id, "findings", text[:MAX_TAG_LEN])
+            client.log_artifact(sweep_run_id, str(path))
+    except Exception as e:
+        print(f"rank: findings not recorded in MLflow: {e}", file=sys.stderr)
+
+
 def log_interactions(sweep_run_id, results, files, n_jobs, method):
     """A summary run in the sweep's experiment (tags kind=interactions, sweep_run), with each
     interaction, Shapley value and everything-off slowdown as metrics and the tables and
