@@ -169,3 +169,24 @@ def test_matmul_tritons_neighbourhood_builds_for_sm_90_each_changed_or_not_appli
     assert "bytes of shared memory a block, the arch allows 232448" in outcomes["tune_block_n_512"].error
     assert outcomes["tune_num_warps_4"].metrics["fp16.threads_per_block"] == 128
     assert outcomes["tune_num_warps_4"].params["overrides"] == "num_warps=4"
+
+
+def test_a_neighbour_that_does_not_compile_is_not_applicable_with_why(tmp_path):
+    """The fixture declaring BLOCK's values (a Triton spec's TUNABLES overrides the META rule):
+    BLOCK = 24 is no power of two, which tl.arange refuses at compile time."""
+    pytest.importorskip("triton")
+    import shutil
+
+    from ablate.job.job import make_job
+    from ablate.pipeline import run_job
+
+    where = tmp_path / "kernels"
+    shutil.copytree(FIXTURES / "mistuned", where / "mistuned", ignore=shutil.ignore_patterns("__pycache__"))
+    spec = where / "mistuned" / "spec.py"
+    spec.write_text(spec.read_text() + '\nTUNABLES = {"BLOCK": (24, 32, 64)}\n')
+    cfg = plugins.compose("mistuned", ["pathology=tune_block_24", "mode=static", f"build.dir={tmp_path / 'build'}",
+                                       "build.arch=sm_90"], kernel_path=[str(where)])
+    result = run_job(make_job(cfg))
+    assert result.status == "not_applicable", (result.status, result.error)
+    assert result.error.startswith("not applicable: this neighbour does not compile: the variant (tune_block_24)")
+    assert result.params["not_applicable"] == "does not compile"

@@ -105,7 +105,8 @@ def of(ranked, unranked=None) -> dict:
                 "tunables": pd.DataFrame(), "not_applicable": []}
     shapes = list(dict.fromkeys(ranked["shape"]))
     sig = ranked["significant"] == "yes"
-    faster = ranked[sig & (ranked["slowdown"] < 1)].sort_values("slowdown")
+    # the A/A job "faster" than itself is an unsteady machine, not headroom (README: none is the control)
+    faster = ranked[sig & (ranked["slowdown"] < 1) & (ranked["pathology"] != BASE)].sort_values("slowdown")
     headroom = [{"shape": r["shape"], "pathology": r["pathology"], "run_id": r.get("run_id"),
                  "speedup": speedup_text(r), "adopt": _adopt(r),
                  "line": f"the base is beaten at {r['shape']}: {r['pathology']} runs {speedup_text(r)}; "
