@@ -145,8 +145,10 @@ def pathologies(plugin, extra=None) -> dict:
                 "unchanged_means": f"{name} = {value} compiles to the base's machine code",
             }
             body["meta" if triton else "macros"] = {name: value}
-            if name == "num_warps":
-                body["fingerprint"] = {"threads_per_block": "increases" if value > base else "decreases"}
+            if name == "num_warps":  # the one static and counted consequence every kernel shares
+                way = "increases" if value > base else "decreases"
+                body["fingerprint"] = {"threads_per_block": way}
+                body["counters"] = {"launch__block_size": way}
             out[key] = body
     meta = dict(plugin.spec.META) if triton else {k: v[0] for k, v in base_values(plugin).items()}
     configs = extra_configs(plugin.spec) if extra is None else list(extra)
