@@ -113,10 +113,11 @@ def timed_wire(job, builds) -> dict | None:
         return None
     if not_applicable(job.variant, base, var) or effective_mode(job.mode, job.plugin) != "gpu":
         return None
-    from ablate.build.library import variant_info
+    if tuned_only(job.variant):  # a neighbour over the arch's limits is not applicable, never timed
+        from ablate.build.library import variant_info
 
-    if over_limits(job.variant, var, variant_info(var.lib, job.plugin.spec, job.variant.pathologies)):
-        return None
+        if over_limits(job.variant, var, variant_info(var.lib, job.plugin.spec, job.variant.pathologies)):
+            return None
     return job.wire(base.lib, var.lib)
 
 

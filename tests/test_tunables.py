@@ -190,3 +190,24 @@ def test_a_neighbour_that_does_not_compile_is_not_applicable_with_why(tmp_path):
     assert result.status == "not_applicable", (result.status, result.error)
     assert result.error.startswith("not applicable: this neighbour does not compile: the variant (tune_block_24)")
     assert result.params["not_applicable"] == "does not compile"
+
+
+def test_a_neighbour_that_cannot_run_is_not_applicable_a_pathology_that_crashes_stays_crashed(mistuned, monkeypatch):
+    """A launch the GPU refuses (a crash of the job's GPU half) makes a neighbour not
+    applicable, with the GPU's words; the kernel's own pathology keeps its crash."""
+    pytest.importorskip("triton")
+    from ablate import pipeline
+    from ablate.job.job import make_job
+    from ablate.job.result import Result
+
+    monkeypatch.setattr(pipeline, "effective_mode", lambda mode, plugin=None: "gpu")
+    monkeypatch.setattr(pipeline, "gpu_job", lambda *a: Result("crashed", error="CUDA error: too many resources"))
+    outcomes = {}
+    for name in ("tune_block_64", "half_sms"):
+        cfg = plugins.compose("mistuned", [f"pathology={name}", "build.arch=sm_90",
+                                           f"build.dir={kept_build_dir('mistuned')}"], kernel_path=[str(FIXTURES)])
+        outcomes[name] = pipeline.run_job(make_job(cfg))
+    tuned = outcomes["tune_block_64"]
+    assert tuned.status == "not_applicable" and tuned.params["not_applicable"] == "cannot launch"
+    assert tuned.error == "not applicable: this neighbour could not run: CUDA error: too many resources"
+    assert outcomes["half_sms"].status == "crashed"  # not a neighbour: its crash is a finding of its own
