@@ -211,3 +211,21 @@ def test_a_neighbour_that_cannot_run_is_not_applicable_a_pathology_that_crashes_
     assert tuned.status == "not_applicable" and tuned.params["not_applicable"] == "cannot launch"
     assert tuned.error == "not applicable: this neighbour could not run: CUDA error: too many resources"
     assert outcomes["half_sms"].status == "crashed"  # not a neighbour: its crash is a finding of its own
+
+
+def test_a_process_that_does_not_see_the_generated_folder_writes_it_again(mistuned, monkeypatch, tmp_path):
+    """A job on another machine gets the environment, not the submitting machine's temporary
+    directory: the search-path plugin writes the same folder again from the spec."""
+    import shutil
+
+    from hydra_plugins.ablate_kernel import _tunables
+
+    plugins.use(mistuned)
+    folder = Path(os.environ[plugins.TUNABLES_ENV])
+    shutil.rmtree(folder)
+    assert _tunables(str(mistuned.conf)) == str(folder)  # what Hydra's search path gets in such a process
+    assert (folder / "pathology" / "tune_block_64.yaml").is_file()
+    shutil.rmtree(folder)
+    cfg = plugins.compose("mistuned", ["pathology=tune_block_64"], kernel_path=[str(FIXTURES)])
+    assert cfg.pathology.tune_block_64.meta == {"BLOCK": 64}
+    assert (folder / "pathology" / "tune_block_64.yaml").is_file()

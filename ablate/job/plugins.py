@@ -140,16 +140,20 @@ class Plugin:
         """The folder of the generic pathologies this kernel gets (its language's)."""
         return GENERIC_TRITON if self.language == "triton" else GENERIC
 
-    @functools.cached_property
+    @property
     def tunables(self) -> Path:
         """The conf folder of its tunables' neighbours, generated from its spec (`tune_*`:
-        ablate/job/tunables.py); PluginError naming what is wrong with its TUNABLES."""
+        ablate/job/tunables.py), once per process and again where it went missing;
+        PluginError naming what is wrong with its TUNABLES."""
         from ablate.job import tunables
 
-        try:
-            return tunables.write(self)
-        except tunables.TunableError as e:
-            raise PluginError(str(e)) from None
+        folder = self.__dict__.get("_tunables")  # a frozen dataclass: its own cache, by hand
+        if folder is None or not folder.is_dir():
+            try:
+                folder = self.__dict__["_tunables"] = tunables.write(self)
+            except tunables.TunableError as e:
+                raise PluginError(str(e)) from None
+        return folder
 
     @property
     def source(self) -> Path:

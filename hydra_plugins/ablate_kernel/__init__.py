@@ -61,6 +61,19 @@ if not OmegaConf.has_resolver("ablate_root"):
     OmegaConf.register_new_resolver("ablate_root", _root)
 
 
+def _tunables(conf):
+    """The generated folder ABLATE_KERNEL_TUNABLES names, written again where this process
+    does not see it (a job on another machine, whose temporary directory is its own): the
+    same spec gives the same folder."""
+    folder = os.environ[TUNABLES_ENV]
+    if not Path(folder).is_dir():
+        from ablate.job import plugins
+
+        folder = str(plugins.load_dir(Path(conf).parent).tunables)
+        os.environ[TUNABLES_ENV] = folder
+    return folder
+
+
 class AblateKernelSearchPath(SearchPathPlugin):
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
         conf = os.environ.get(ENV)
@@ -72,4 +85,4 @@ class AblateKernelSearchPath(SearchPathPlugin):
             search_path.append(provider="ablate-generic", path=f"file://{os.environ.get(GENERIC_ENV) or GENERIC}")
             # Its tunables' neighbours, generated from its spec (ablate/job/tunables.py: tune_*).
             if os.environ.get(TUNABLES_ENV):
-                search_path.append(provider="ablate-tunables", path=f"file://{os.environ[TUNABLES_ENV]}")
+                search_path.append(provider="ablate-tunables", path=f"file://{_tunables(conf)}")
