@@ -55,7 +55,7 @@ new-kernel:  ## a minimal kernel plugin to start from: make new-kernel NAME=my_k
 
 # Derived files only: builds, figures, tables. The MLflow store and Hydra's logs stay.
 clean:
-	rm -rf runs/build runs/plots runs/rank.csv runs/rank.md runs/interactions.csv runs/inversion.csv runs/interactions.md
+	rm -rf runs/build runs/plots runs/rank.csv runs/rank.md runs/findings.md runs/interactions.csv runs/inversion.csv runs/interactions.md
 
 # Everything under runs/, recorded results included: only when asked by name.
 purge:
