@@ -10,7 +10,7 @@ TEST_JOBS ?= 2
 STORE ?= $(or $(MLFLOW_TRACKING_URI),sqlite:///runs/mlflow.db)
 CHOICES = $(if $(KERNEL),kernel=$(KERNEL)) $(if $(SHAPE),shape=$(SHAPE))
 
-.PHONY: install test sweep profile static rank compare calibrate interactions ui server new-kernel clean purge
+.PHONY: install test sweep profile static tune rank compare calibrate interactions ui server new-kernel clean purge
 
 install:  ## torch (the CUDA build where there is a GPU, else the CPU one), then ablate itself and its dependencies
 	$(PYTHON) tools/install_torch.py
@@ -20,13 +20,17 @@ test:  ## the test suite in TEST_JOBS processes (default 2); GPU tests skip with
 	$(PYTHON) -m pytest -q -n $(TEST_JOBS)
 
 sweep:  ## every pathology of the kernel against its base, timed on every GPU of the host (static without a GPU); GPUS=0,1: those alone (GPUS=all: every one, as without it)
-	$(if $(filter-out all,$(GPUS)),CUDA_VISIBLE_DEVICES=$(GPUS)) $(PYTHON) -m ablate -m $(CHOICES) 'pathology=glob(*)' $(ARGS)
+	$(if $(filter-out all,$(GPUS)),CUDA_VISIBLE_DEVICES=$(GPUS)) $(PYTHON) -m ablate -m $(CHOICES) 'pathology=glob(*,exclude=tune_*)' $(ARGS)
 
 profile:  ## every pathology timed, then its counters read by Nsight Compute (ncu): make rank shows each mechanism confirmed or refuted, and the rooflines
-	$(PYTHON) -m ablate -m $(CHOICES) 'pathology=glob(*)' bench.profile=true $(ARGS)
+	$(PYTHON) -m ablate -m $(CHOICES) 'pathology=glob(*,exclude=tune_*)' bench.profile=true $(ARGS)
 
 static:  ## every pathology, binaries only: no GPU needed
-	$(PYTHON) -m ablate -m $(CHOICES) 'pathology=glob(*)' mode=static $(ARGS)
+	$(PYTHON) -m ablate -m $(CHOICES) 'pathology=glob(*,exclude=tune_*)' mode=static $(ARGS)
+
+tune:  ## each tunable's neighbours (tune_*: generated, no yaml) against the base, then ranked: is the base at a local optimum?
+	$(PYTHON) -m ablate -m $(CHOICES) 'pathology=glob(tune_*)' $(ARGS)
+	$(PYTHON) -m ablate.report.rank $(if $(KERNEL),--kernel '$(KERNEL)')
 
 rank:  ## the latest sweep ranked (SWEEP=<id> for another, KERNEL=<name> for a kernel's latest)
 	$(PYTHON) -m ablate.report.rank $(if $(SWEEP),--sweep '$(SWEEP)') $(if $(KERNEL),--kernel '$(KERNEL)')
@@ -53,7 +57,7 @@ new-kernel:  ## a minimal kernel plugin to start from: make new-kernel NAME=my_k
 # tables. The MLflow store, Hydra's logs and the build cache every checkout shares stay
 # (`ablate cache clear` empties that: ablate/build/cache.py).
 clean:
-	rm -rf runs/build runs/plots runs/rank.csv runs/rank.md runs/interactions.csv runs/inversion.csv runs/interactions.md
+	rm -rf runs/build runs/plots runs/rank.csv runs/rank.md runs/findings.md runs/interactions.csv runs/inversion.csv runs/interactions.md
 
 # Everything under runs/, recorded results included: only when asked by name.
 purge:
@@ -63,5 +67,5 @@ purge:
 	rm -rf runs
 
 interactions:  ## every cross-seam pair of pathologies and the inversion, timed (no peers), then ranked: make interactions SHAPES=s512,s4k
-	$(PYTHON) -m ablate -m hydra/sweeper=interactions $(if $(KERNEL),kernel=$(KERNEL)) 'pathology=glob(*)' $(if $(or $(SHAPES),$(SHAPE)),shape=$(or $(SHAPES),$(SHAPE))) 'bench.peers=[]' $(ARGS)
+	$(PYTHON) -m ablate -m hydra/sweeper=interactions $(if $(KERNEL),kernel=$(KERNEL)) 'pathology=glob(*,exclude=tune_*)' $(if $(or $(SHAPES),$(SHAPE)),shape=$(or $(SHAPES),$(SHAPE))) 'bench.peers=[]' $(ARGS)
 	$(PYTHON) -m ablate.report.rank $(if $(KERNEL),--kernel '$(KERNEL)')

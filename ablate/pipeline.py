@@ -34,20 +34,75 @@ def run_job(job) -> Result:
     for who, b in (("base", base), ("variant", var)):  # the base first: a failing base fails every job
         if not b.ok:
             first = first_error(b.log)
-            return Result("build_failed", params, artifacts={"build.log": b.log},
-                          error=f"the {who} ({b.variant}) failed to build: {first} (log: {b.log_path})")
+            error = f"the {who} ({b.variant}) failed to build: {first} (log: {b.log_path})"
+            if who == "variant" and tuned_only(job.variant):  # a neighbour that cannot be: not a failure
+                params["not_applicable"] = "does not compile"
+                return Result("not_applicable", params, artifacts={"build.log": b.log},
+                              error=f"not applicable: this neighbour does not compile: {error}")
+            return Result("build_failed", params, artifacts={"build.log": b.log}, error=error)
     if getattr(job.plugin.spec, "META_FROM", None) == "autotune":  # which config of the autotuner is the base
         params["base_meta"] = json.dumps(job.base.base_meta or job.plugin.spec.META, sort_keys=True)
         params["base_meta_from"] = "autotuner" if job.base.base_meta else "first autotune config"
     info = variant_info(var.lib, job.plugin.spec, job.variant.pathologies)
     artifacts = {"ptxas.log": var.log, "variant_info.json": json.dumps(info, indent=1)}
     params["build_cached"] = var.cached
+    params["overrides"] = overrides(job.variant, base, var)
     if why := not_applicable(job.variant, base, var):
         params["not_applicable"] = "equal machine code"
         return Result("not_applicable", params, artifacts=artifacts, error=why)
+    if why := over_limits(job.variant, var, info):
+        params["not_applicable"] = "cannot launch"
+        return Result("not_applicable", params, artifacts=artifacts, error=why)
     params["mode"] = effective_mode(job.mode, job.plugin)
     out = static_job(job, base, var, info) if params["mode"] == "static" else gpu_job(job, base, var, info)
+    if out.status == "crashed" and tuned_only(job.variant):  # it built, but could not run (a launch refused)
+        out.status, out.error = "not_applicable", f"not applicable: this neighbour could not run: {out.error}"
+        params["not_applicable"] = "cannot launch"
     return out.add(params, artifacts=artifacts)
+
+
+def overrides(variant, base, var) -> str:
+    """What the variant sets that the base does not, in words a user could adopt: a Triton
+    variant's effective meta-parameters that differ from the base's (its manifest's), a CUDA
+    one's macros; `none` for the base or a change of flags, headers or launch only."""
+    if str(var.lib).endswith(".triton.json"):
+        try:
+            mine, theirs = (json.loads(open(b.lib).read()).get("meta", {}) for b in (var, base))
+        except (OSError, ValueError):
+            mine, theirs = {}, {}
+        changed = {k: v for k, v in sorted(mine.items()) if theirs.get(k) != v}
+    else:
+        changed = dict(variant.macros)
+    return " ".join(f"{k}={v}" for k, v in changed.items()) or "none"
+
+
+def tuned_only(variant) -> bool:
+    """Whether every pathology of the variant is a tunable's generated neighbour
+    (ablate/job/tunables.py): one that cannot compile or launch is not applicable, with why."""
+    return bool(variant.pathologies) and all(variant.specs[p].get("tuned") for p in variant.pathologies)
+
+
+def over_limits(variant, var, info) -> str | None:
+    """Why a tuned-only variant cannot launch on its arch (more shared memory or threads a
+    block than the arch allows, from its build), or None."""
+    from ablate.build.occupancy import arch_limits
+
+    if not tuned_only(variant):
+        return None
+    try:
+        limits = arch_limits(str(var.arch))
+    except ValueError:
+        return None
+    static = max((k.get("smem_bytes", 0) for k in (var.ptxas or {}).get("kernels", {}).values()), default=0)
+    for config in info.get("configs", []):
+        smem, threads = static + int(config.get("smem_bytes") or 0), int(config.get("threads") or 0)
+        if smem > limits.smem_per_block:
+            return (f"not applicable: this neighbour cannot launch on {var.arch}: config {config.get('name')} "
+                    f"needs {smem} bytes of shared memory a block, the arch allows {limits.smem_per_block}")
+        if threads > limits.max_threads_per_block:
+            return (f"not applicable: this neighbour cannot launch on {var.arch}: config {config.get('name')} "
+                    f"has {threads} threads a block, the arch allows {limits.max_threads_per_block}")
+    return None
 
 
 def timed_wire(job, builds) -> dict | None:
@@ -61,6 +116,11 @@ def timed_wire(job, builds) -> dict | None:
         return None
     if not_applicable(job.variant, base, var) or effective_mode(job.mode, job.plugin) != "gpu":
         return None
+    if tuned_only(job.variant):  # a neighbour over the arch's limits is not applicable, never timed
+        from ablate.build.library import variant_info
+
+        if over_limits(job.variant, var, variant_info(var.lib, job.plugin.spec, job.variant.pathologies)):
+            return None
     return job.wire(base.lib, var.lib)
 
 

@@ -303,3 +303,24 @@ def test_make_rank_reports_interactions_inversion_and_shapley(store, monkeypatch
 def test_a_sweep_without_pairs_has_no_interactions_section(store, monkeypatch, tmp_path):
     ranked = pd.DataFrame({"pathology": ["none", "no_swizzle"], "shape": ["s512", "s512"], "run_id": ["x", "y"]})
     assert ia.report(ranked, tmp_path, {}, {}) is None
+
+
+def test_the_interactions_findings_come_first_pairs_that_carry_speed_and_the_inversion(store, monkeypatch):
+    """ablate/report/findings.py reads the interactions as the ranking: before the tables."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{store['folder'] / 'mlflow.db'}")
+    out = store["folder"] / "out_findings"
+    text = rank.rank(out=out)
+    head = text.split("Ranking (slowdown")[0]
+    summary = head.split("Findings of the interactions")[1]
+    together = next(ln for ln in summary.splitlines() if "carry speed together" in ln)
+    import re
+
+    def covers(line, pair, truth):  # the pair named with its interval, which covers the planted I
+        m = re.search(rf"{re.escape(pair)} I = [\d.]+x \[([\d.]+), ([\d.]+)\]", line)
+        return m is not None and float(m[1]) <= truth <= float(m[2])
+    assert covers(together, "no_cp_async+scalar_loads", 1.3) and "no_swizzle" not in together
+    overlap = next(ln for ln in summary.splitlines() if "overlap" in ln)
+    assert covers(overlap, "no_cp_async+no_swizzle", 0.8)
+    inversion = next(ln for ln in summary.splitlines() if "everything off" in ln)
+    assert "s512: everything off (4 optimizations) runs" in inversion and "largest Shapley shares: scalar_loads" in inversion
+    assert "Findings of the interactions" in (out / "findings.md").read_text()

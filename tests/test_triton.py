@@ -21,7 +21,9 @@ from conftest import kept_build_dir, lock_state  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MATMUL = plugins.load("matmul_triton")
-PATHOLOGIES = MATMUL.options("pathology")
+# Its hand-written and generic pathologies; its tunables' generated neighbours (tune_*) are
+# tests/test_tunables.py's.
+PATHOLOGIES = [p for p in MATMUL.options("pathology") if not p.startswith("tune_")]
 # What this kernel's static analysis finds of the generic Triton pathologies: no_fp_fusion
 # changes nothing (its math is wgmma; the epilogue has no a * b + c), so it is not applicable.
 NOT_APPLICABLE = {"no_fp_fusion"}

@@ -8,7 +8,9 @@ A pathology's yaml declares, under `fingerprint:`, a rule per static metric (nam
       sass.hmma_f32: increases
       threads_per_block: {equals: 32}  # or {at_least: N} / {at_most: N}
 
-A variant fails when a rule does not hold, when a pathology declares no fingerprint, or when
+A variant fails when a rule does not hold, when a pathology declares no fingerprint (a
+tunable's generated neighbour, ablate/job/tunables.py, needs none: its SASS must differ, and
+equal SASS makes it not applicable), or when
 its SASS equals the base's (then the pathology changes nothing that runs), unless only its
 launch differs by construction (half_sms: the base's library on half the SMs). A variant of
 generic pathologies with the base's SASS never gets here: it is `not_applicable`
@@ -92,6 +94,8 @@ def check(variant, metrics: dict, base_metrics: dict, sass_text: str,
     problems = []
     for name in variant.pathologies:
         fingerprint = variant.specs.get(name, {}).get("fingerprint")
+        if not fingerprint and variant.specs.get(name, {}).get("tuned"):
+            continue  # a tunable's neighbour (ablate/job/tunables.py): no static prediction but "differs"
         if not fingerprint:
             problems.append(f"{name}: no fingerprint: declare in its yaml the static change it "
                             "must cause against the base (see docs/design.md, Fingerprints)")

@@ -44,6 +44,7 @@ GENERIC_TRITON = CONF / "generic_triton"  # a Triton kernel's instead (conf/gene
 PATH_ENV = "ABLATE_KERNEL_PATH"
 CONF_ENV = "ABLATE_KERNEL_CONF"  # read by hydra_plugins/ablate_kernel
 GENERIC_ENV = "ABLATE_KERNEL_GENERIC"  # the chosen kernel's generic pathologies' folder, read there too
+TUNABLES_ENV = "ABLATE_KERNEL_TUNABLES"  # the chosen kernel's generated neighbours (ablate/job/tunables.py)
 
 # What the pipeline reads of a spec, and what each is for. A thin spec (ablate/job/thin.py)
 # leaves out what its declarations say: the ABI from the prototype, the tensors' roles,
@@ -142,6 +143,21 @@ class Plugin:
         return GENERIC_TRITON if self.language == "triton" else GENERIC
 
     @property
+    def tunables(self) -> Path:
+        """The conf folder of its tunables' neighbours, generated from its spec (`tune_*`:
+        ablate/job/tunables.py), once per process and again where it went missing;
+        PluginError naming what is wrong with its TUNABLES."""
+        from ablate.job import tunables
+
+        folder = self.__dict__.get("_tunables")  # a frozen dataclass: its own cache, by hand
+        if folder is None or not folder.is_dir():
+            try:
+                folder = self.__dict__["_tunables"] = tunables.write(self)
+            except tunables.TunableError as e:
+                raise PluginError(str(e)) from None
+        return folder
+
+    @property
     def source(self) -> Path:
         return self.dir / self.spec.SOURCE
 
@@ -185,14 +201,15 @@ class Plugin:
     def options(self, group: str) -> list[str]:
         """The kernel's configs in `group` (pathology, shape), with ablate's own (the base,
         and the generic pathologies of conf/generic/ that every kernel gets)."""
-        names = {p.stem for d in (self.conf / group, CONF / group, self.generic / group) for p in d.glob("*.yaml")}
+        names = {p.stem for d in (self.conf / group, CONF / group, self.generic / group, self.tunables / group)
+                 for p in d.glob("*.yaml")}
         return sorted(names)
 
     def config_file(self, group: str, name: str) -> Path:
         """The yaml Hydra composes for `group=name`: ablate's conf/ first, then the kernel's,
         then conf/generic/ (hydra_plugins/ablate_kernel's search path: a kernel's own yaml of
         a generic pathology's name overrides it)."""
-        for d in (CONF / group, self.conf / group, self.generic / group):
+        for d in (CONF / group, self.conf / group, self.generic / group, self.tunables / group):
             if (d / f"{name}.yaml").is_file():
                 return d / f"{name}.yaml"
         raise PluginError(f"kernel {self.name!r} has no {group} {name!r}")
@@ -357,6 +374,7 @@ def use(plugin: Plugin) -> Plugin:
     and the processes it starts)."""
     os.environ[CONF_ENV] = str(plugin.conf)
     os.environ[GENERIC_ENV] = str(plugin.generic)
+    os.environ[TUNABLES_ENV] = str(plugin.tunables)
     return plugin
 
 

@@ -29,6 +29,7 @@ from ablate.paths import INCLUDE, ROOT as PROJECT_ROOT
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 MACRO_NAME_RE = re.compile(r"^ABLATE_[A-Z0-9_]+$")
 MACRO_VALUE_RE = re.compile(r"^[A-Za-z0-9_]*$")
+TUNED_MACRO_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")  # a CUDA kernel's TUNABLES macro (ablate/job/tunables.py)
 SEAM_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+ABLATE_SEAM_([A-Z0-9_]+)\b", re.M)
 # What makes a pathology's build (or launch) differ from the base's: a pathology other than
 # the base (and a calibration, whose `truth` says what it is) must have one, or it is refused
@@ -36,7 +37,7 @@ SEAM_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+ABLATE_SEAM_([A-Z0-9_]+)\b"
 BUILD_FIELDS = ("macros", "header", "flags", "regs_cap", "transform", "sm_fraction", "meta")
 SPEC_KEYS = {"header", "macros", "seam", "mechanism", "expected", "fingerprint", "counters", "launches", "truth",
              "generic", "flags", "regs_cap", "transform", "sm_fraction", "unchanged_means", "meta",
-             "launch_only"}
+             "launch_only", "tuned"}
 # Extra nvcc flags a pathology may add (`flags:`): a fixed vocabulary, nothing else reaches nvcc.
 FLAG_RE = re.compile(r"^(--fmad=(true|false)|-prec-div=(true|false)|-prec-sqrt=(true|false)|-ftz=(true|false)"
                      r"|-Xptxas=-dlcm=(ca|cg|cs)|-Xptxas=-dscm=(cg|cs|wt))$")
@@ -124,7 +125,7 @@ def variant_from_cfg(pathology_cfg, kernel_dir) -> Variant:
         spec = _check_spec(name, pathology_cfg[name])
         if name == BASE:
             continue
-        for macro, value in _check_macros(name, spec.get("macros")).items():
+        for macro, value in _check_macros(name, spec.get("macros"), _tuned_name(name, spec)).items():
             if macro in macros and macros[macro] != value:
                 raise VariantError(
                     f"pathology '{name}': macros.{macro}={value} conflicts with "
@@ -306,14 +307,26 @@ def _check_spec(name, spec) -> dict:
     return dict(spec)
 
 
-def _check_macros(name: str, macros) -> dict[str, str]:
+def _tuned_name(name, spec) -> str | None:
+    """A generated neighbour's tunable (ablate/job/tunables.py: `tuned: {name, base, value}`),
+    the one macro it may set without the ABLATE_ prefix (a CUDA kernel's TUNABLES name)."""
+    tuned = spec.get("tuned")
+    if tuned is None:
+        return None
+    if not isinstance(tuned, Mapping) or set(tuned) != {"name", "base", "value"}:
+        raise VariantError(f"pathology '{name}': tuned must be {{name, base, value}}, got {tuned!r}")
+    return str(tuned["name"])
+
+
+def _check_macros(name: str, macros, tuned=None) -> dict[str, str]:
     if macros is None:
         return {}
     if not isinstance(macros, Mapping):
         raise VariantError(f"pathology '{name}': macros must be a mapping, got {macros!r}")
     out = {}
     for macro, value in macros.items():
-        if not isinstance(macro, str) or not MACRO_NAME_RE.match(macro):
+        if not isinstance(macro, str) or not (MACRO_NAME_RE.match(macro) or (
+                macro == tuned and TUNED_MACRO_RE.match(macro))):
             raise VariantError(
                 f"pathology '{name}': macro name {macro!r} must match {MACRO_NAME_RE.pattern}")
         # bool is an int subclass, but True would become "True": refuse it.

@@ -10,6 +10,7 @@ import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 PALETTE = {"yes": "tab:red", "no": "tab:gray", "n/a": "lightgray"}  # n/a: not logged
+BEATEN = "tab:green"  # a variant significantly faster than the base: the base is beaten
 
 
 def slowdown_bars(ranked, shape, path):
@@ -20,7 +21,16 @@ def slowdown_bars(ranked, shape, path):
     y = np.arange(len(d))
     sns.set_theme(style="whitegrid")
     fig, ax = plt.subplots(figsize=(8, 1.5 + 0.45 * len(d)))
-    ax.barh(y, d["slowdown"] - 1, left=1, color=[PALETTE[s] for s in d["significant"]])
+    # A significant speed-up is a finding about the base (ablate/report/findings.py): marked.
+    beaten = (d["significant"] == "yes") & (d["slowdown"] < 1)
+    bars = ax.barh(y, d["slowdown"] - 1, left=1,
+                   color=[BEATEN if b else PALETTE[s] for s, b in zip(d["significant"], beaten)])
+    for bar, b in zip(bars, beaten):
+        if b:
+            bar.set_hatch("//")
+    for yi in y[beaten.to_numpy()]:
+        ax.annotate("base beaten", (1.0, yi), xytext=(4, 0), textcoords="offset points",  # right of 1: empty
+                    ha="left", va="center", fontsize=8, color=BEATEN)
     ax.errorbar(d["slowdown"], y, xerr=[d["slowdown"] - d["slowdown_lo"], d["slowdown_hi"] - d["slowdown"]],
                 fmt="none", ecolor="black", capsize=3)
     ax.axvline(1.0, color="black", linewidth=1)
@@ -30,7 +40,8 @@ def slowdown_bars(ranked, shape, path):
     ax.invert_yaxis()  # worst on top
     ax.set_xlabel("slowdown against the base (95% interval over the job's replicates)")
     ax.set_title(f"Pathologies ranked by slowdown, shape {shape}")
-    ax.legend(handles=[Patch(color=c, label=k) for k, c in PALETTE.items()], title="significant",
+    ax.legend(handles=[Patch(color=c, label=k) for k, c in PALETTE.items()]
+              + [Patch(color=BEATEN, hatch="//", label="faster: base beaten")], title="significant",
               loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

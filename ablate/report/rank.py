@@ -29,7 +29,7 @@ from mlflow import MlflowClient
 from omegaconf import OmegaConf
 
 from ablate.job import counters
-from ablate.report import gpu_spread, interactions, plots, roofline
+from ablate.report import findings, gpu_spread, interactions, plots, roofline
 from ablate.gpu.stats import interval_text, overlap
 from ablate.report.plots import markdown
 from ablate.sweep import tracking
@@ -80,9 +80,16 @@ def rank(sweep=None, experiment=None, out=None, kernel=None):
     calibrations, ranked = ranked[known], ranked[~known]
     static = static_table(jobs, order=list(dict.fromkeys(ranked["pathology"])))
     sections, md = list(titles), []
+    found_first = findings.of(ranked, unranked)  # the conclusions first (ablate/report/findings.py)
     if not ranked.empty:
+        sections.append(findings.text(found_first))
+        md.append("## Findings\n\n" + findings.markdown(found_first))
         sections += [RANKING_TITLE, ranking_view(ranked).to_string(index=False), mechanisms(ranked)]
         md += ["## Ranking", markdown(ranking_view(ranked, details=True))]
+        if (tuned := findings.tunables_view(found_first)) is not None:
+            sections += ["Tunables: the slowdown on each side of the base's value (ablate/job/tunables.py):",
+                         tuned.to_string(index=False)]
+            md += ["## Tunables", markdown(tuned)]
         for title, view in counter_views(ranked):
             sections += [title, counters.as_lines(view) if "mechanism" in view else view.to_string(index=False)]
             md += [f"## {title.rstrip(':')}", markdown(view)]
@@ -108,18 +115,23 @@ def rank(sweep=None, experiment=None, out=None, kernel=None):
     db = sqlite_path(uri)
     out = Path(out) if out else (db.resolve().parent if db is not None else ROOT / "runs")
     # A sweep of pairs (hydra/sweeper=interactions): interactions, inversion, Shapley.
-    found = None
+    found, pairs = None, []
     if not ranked.empty and interactions.interaction_jobs(ranked):
         run_ids = list(ranked["run_id"])
         found = interactions.report(ranked, out, read_params(run_ids), read_logs(run_ids))
     if found:
         sections += found[0]
         md += found[1]
+        if pairs := findings.interactions_lines(found[3]):  # their findings beside the ranking's
+            sections.insert(len(titles) + 1, "\n".join(pairs))
+            md.insert(1, "\n".join(line.strip() for line in pairs))
         if parent := sweep_run_id(jobs):  # the sweep's summary run, once per sweep
             note = tracking.log_interactions(parent, found[3], found[2], len(ranked), interactions.SHAPLEY_METHOD)
             if note:
                 sections.append(note)
     written = write(out, jobs, ranked, titles, md) + (found[2] if found else [])
+    if not ranked.empty:
+        written += findings.publish(out, found_first, pairs, sweep_run_id(jobs))
     sections.append("Wrote " + ", ".join(str(p) for p in written))
     return "\n\n".join(sections)
 
@@ -287,6 +299,8 @@ def load_jobs(experiment_id, sweep):
         "arch": col("params.arch"),  # what the binaries were built for (static: the occupancy's)
         "error": col("tags.error"),
         "fingerprint_notes": col("params.fingerprint_notes"),  # a combination's overlaps (fingerprint.py)
+        "tuned": col("params.tuned"),          # a tunable's neighbour: [{name, base, value}] (job/tunables.py)
+        "overrides": col("params.overrides"),  # what the variant sets that the base does not (pipeline.py)
         "start_time": runs.get("start_time"),
     })
     metrics = runs[sorted(c for c in runs.columns if c.startswith("metrics."))]

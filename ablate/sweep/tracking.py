@@ -283,6 +283,7 @@ def job_params(job, result):
         "mechanism": _joined(specs, texts, "mechanism"),
         "expected": _joined(specs, texts, "expected"),
         "truth": _truth(specs, names),
+        "tuned": _tuned(specs, names),  # a tunable's neighbour: {name, base, value} (ablate/job/tunables.py)
         "seams": ",".join(variant.seam_of(n) or "-" for n in names) or "-",  # as the patches replace them
         "min_effect": job.bench.get("min_effect"),
         "shape": job.shape_name,
@@ -363,6 +364,12 @@ def _metrics(result, problems):
     return out
 
 
+def _tuned(specs, names):
+    """The tunables the variant's generated neighbours set, as JSON ([{name, base, value}]), or none."""
+    tuned = [specs[n]["tuned"] for n in names if isinstance(specs.get(n), dict) and specs[n].get("tuned")]
+    return json.dumps(tuned) if tuned else "none"
+
+
 def _truth(specs, names):
     """A calibration's known slowdown (the product over the job's pathologies), or "none"."""
     truths = [(specs.get(n) or {}).get("truth") for n in names]
@@ -441,6 +448,26 @@ def _report(cfg, result, name, problems, run_id=None):
         kept = f"; could not save it either ({'; '.join(errors)}): {json.dumps(result.to_dict(), default=str)}"
     where = f"run {run_id}" if run_id else "no run created"
     log.error("MLflow: logging job %s had problems (%s): %s%s", name, where, "; ".join(problems), kept)
+
+
+def log_findings(sweep_run_id, headroom, text, path):
+    """A ranking's findings (ablate/report/findings.py) in the store: tag `headroom` on each job
+    ({run_id: its finding}) whose variant beats the base, tag `findings` (the text) and the
+    artifact findings.md on the sweep's parent run. A store that refuses a write costs only
+    that write, said in one line on stderr: the report's files stand."""
+    import sys
+
+    from mlflow import MlflowClient
+
+    try:
+        client = MlflowClient()
+        for run_id, line in headroom.items():
+            client.set_tag(run_id, "headroom", line[:MAX_TAG_LEN])
+        if sweep_run_id:
+            client.set_tag(sweep_run_id, "findings", text[:MAX_TAG_LEN])
+            client.log_artifact(sweep_run_id, str(path))
+    except Exception as e:
+        print(f"rank: findings not recorded in MLflow: {e}", file=sys.stderr)
 
 
 def log_interactions(sweep_run_id, results, files, n_jobs, method):

@@ -3,7 +3,8 @@
 ablate/job/plugins.py resolves `kernel=NAME` to its plugin folder before Hydra starts and sets
 ABLATE_KERNEL_CONF to that folder's conf/ (its kernel/, pathology/ and shape/ groups), which
 joins the search path, followed by ablate's conf/generic/ (the generic pathologies; a Triton
-kernel's conf/generic_triton/, which ABLATE_KERNEL_GENERIC names). A
+kernel's conf/generic_triton/, which ABLATE_KERNEL_GENERIC names), then the folder of its
+tunables' neighbours that ablate generates (ABLATE_KERNEL_TUNABLES: `tune_*`). A
 search-path plugin, not `hydra.searchpath`, because Hydra's glob() sweeps list a group's
 options from the search path that plugins build, not from `hydra.searchpath`.
 """
@@ -16,6 +17,7 @@ from omegaconf import OmegaConf
 
 ENV = "ABLATE_KERNEL_CONF"
 GENERIC_ENV = "ABLATE_KERNEL_GENERIC"  # ablate.job.plugins.GENERIC_ENV
+TUNABLES_ENV = "ABLATE_KERNEL_TUNABLES"  # ablate.job.plugins.TUNABLES_ENV
 GENERIC = Path(__file__).resolve().parents[2] / "conf" / "generic"  # ablate.paths.CONF / "generic"
 
 
@@ -59,6 +61,19 @@ if not OmegaConf.has_resolver("ablate_root"):
     OmegaConf.register_new_resolver("ablate_root", _root)
 
 
+def _tunables(conf):
+    """The generated folder ABLATE_KERNEL_TUNABLES names, written again where this process
+    does not see it (a job on another machine, whose temporary directory is its own): the
+    same spec gives the same folder."""
+    folder = os.environ[TUNABLES_ENV]
+    if not Path(folder).is_dir():
+        from ablate.job import plugins
+
+        folder = str(plugins.load_dir(Path(conf).parent).tunables)
+        os.environ[TUNABLES_ENV] = folder
+    return folder
+
+
 class AblateKernelSearchPath(SearchPathPlugin):
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
         conf = os.environ.get(ENV)
@@ -68,3 +83,6 @@ class AblateKernelSearchPath(SearchPathPlugin):
             # kernel's conf/pathology/<name>.yaml of a generic pathology's name overrides it.
             # A Triton kernel's are its language's (ABLATE_KERNEL_GENERIC: conf/generic_triton/).
             search_path.append(provider="ablate-generic", path=f"file://{os.environ.get(GENERIC_ENV) or GENERIC}")
+            # Its tunables' neighbours, generated from its spec (ablate/job/tunables.py: tune_*).
+            if os.environ.get(TUNABLES_ENV):
+                search_path.append(provider="ablate-tunables", path=f"file://{_tunables(conf)}")

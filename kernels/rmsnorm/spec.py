@@ -15,6 +15,10 @@ DTYPES = {"fp16": 0, "bf16": 1}  # the ABI's dtype codes
 MAX_HIDDEN = 16384
 MAX_ROWS = 2**31 - 1
 PARAMS = {"dtype": lambda shape: DTYPES[shape["dtype"]]}
+# The launch tables' constants (base/launch.cuh, #ifndef defaults: 4, 256, 1), each with the
+# values its neighbours are drawn from (ablate/job/tunables.py: tune_rmsnorm_vecs_2, ...).
+TUNABLES = {"RMSNORM_VECS": (1, 2, 4, 8), "RMSNORM_THREADS": (128, 256, 512),
+            "RMSNORM_FEW_ROWS_VECS": (1, 2, 4)}
 
 
 def _eps(eps):

@@ -52,10 +52,22 @@ struct Shape {
   static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps, at most 1024 threads");
 };
 
+// The tables' constants, as macros a tuning build (and the spec's TUNABLES: ablate's generated
+// neighbours, tune_*) can set; the defaults are the base's, its machine code unchanged by them.
+#ifndef RMSNORM_VECS            // many rows: 16-byte vectors a thread keeps (4: 64 bytes of x)
+#define RMSNORM_VECS 4
+#endif
+#ifndef RMSNORM_THREADS         // many rows: the fewest threads a block (256; 512 at 16384 by its lanes)
+#define RMSNORM_THREADS 256
+#endif
+#ifndef RMSNORM_FEW_ROWS_VECS   // few rows: vectors a thread (1; twice that above 8192)
+#define RMSNORM_FEW_ROWS_VECS 1
+#endif
+
 template <int kBucket, bool kFewRows,
-          int kVecs = kFewRows ? (kBucket > 8192 ? 2 : 1) : 4,
+          int kVecs = kFewRows ? (kBucket > 8192 ? 2 * RMSNORM_FEW_ROWS_VECS : RMSNORM_FEW_ROWS_VECS) : RMSNORM_VECS,
           int kLanes = kBucket / (8 * kVecs),
-          int kThreads = kFewRows ? (kLanes < 32 ? 32 : kLanes) : (kLanes < 256 ? 256 : kLanes)>
+          int kThreads = kFewRows ? (kLanes < 32 ? 32 : kLanes) : (kLanes < RMSNORM_THREADS ? RMSNORM_THREADS : kLanes)>
 struct BaseLaunch : Shape<kLanes, kThreads / kLanes, kVecs> {};
 
 // The buckets every launch table is instantiated at (their names are the configs' names).
