@@ -60,9 +60,10 @@ def test_an_autotuned_kernel_sweeps_statically_on_its_first_config(tmp_path, cap
     for r in results.values():
         assert json.loads(r.params["base_meta"]) == configs[0]
         assert r.params["base_meta_from"] == "first autotune config"
-    # a pathology overrides the autotuned META as any other: small_block's BLOCK is 128
+    # a pathology overrides the autotuned META as any other: small_block's BLOCK is 128; the
+    # neighbours (tune_*: BLOCK halved and doubled, and the autotuner's other two configs) 512, 2048
     manifests = [json.loads(p.read_text()) for p in (tmp_path / "build").glob("*.triton.json")]
-    assert {m["meta"]["BLOCK"] for m in manifests} == {1024, 128}
+    assert {m["meta"]["BLOCK"] for m in manifests} == {1024, 128, 512, 2048}
 
 
 def test_the_autotuned_base_on_a_gpu_is_the_variants_base(tmp_path, monkeypatch):

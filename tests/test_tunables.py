@@ -89,6 +89,18 @@ def test_extra_configurations_join_the_neighbours_as_whole_configs(mistuned):
         tunables.pathologies(mistuned, extra=[{"NOPE": 1}])
 
 
+def test_an_autotuned_kernels_own_configs_are_its_whole_config_neighbours(monkeypatch):
+    """@triton.autotune's configs reach the neighbourhood with no TUNE_CONFIGS in the spec: the
+    first is the static base (left out), the other two are tune_config_1 and tune_config_2."""
+    monkeypatch.setenv(plugins.PATH_ENV, str(FIXTURES))
+    tuned = plugins.load("tuned_axpy")
+    assert tuned.spec.TUNE_CONFIGS[1] == {"BLOCK": 2048, "num_warps": 8, "num_stages": 3}
+    found = tunables.pathologies(tuned)
+    assert "tune_config_0" not in found
+    assert found["tune_config_1"]["meta"] == {"BLOCK": 2048, "num_warps": 8}
+    assert found["tune_config_2"]["meta"] == {"BLOCK": 512, "num_stages": 2, "num_warps": 2}
+
+
 def test_the_generated_folder_is_written_once_per_content_outside_the_checkout(mistuned):
     folder = mistuned.tunables
     assert not folder.is_relative_to(ROOT)

@@ -267,6 +267,8 @@ class Spec:
         self.META_FROM = "autotune" if configs and not set(configs[0]) <= set(self.META_DECLARED) else "spec.META"
         if self.META_FROM == "autotune":
             self.META = {**configs[0], **self.META_DECLARED}
+        if configs and "TUNE_CONFIGS" not in own:  # the autotuner's list: the kernel's own neighbourhood (job/tunables.py)
+            self.TUNE_CONFIGS = [{k: v for k, v in c.items() if k in self.META} for c in configs]
         for key in ("META", "INSTANCES"):
             value = self.META if key == "META" and configs else own.get(key)
             if not isinstance(value, dict) or not value:

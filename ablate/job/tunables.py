@@ -20,7 +20,7 @@ path holds after the kernel's conf/ and the generic pathologies (hydra_plugins/a
 ABLATE_KERNEL_TUNABLES; `Plugin.tunables`), so `pathology=glob(tune_*)` sweeps the whole
 neighbourhood and `glob(*,exclude=tune_*)` leaves it out. A neighbour is a generic pathology
 (`generic: true`): equal machine code is "not applicable", and its seam is
-`generic.tune_<name>`, so the interactions design never pairs two neighbours of one tunable
+`generic.tune_<name>` (its yaml says `tune_<name>`, as every generic one says its own), so the interactions design never pairs two neighbours of one tunable
 and the inversion leaves them out. Its `tuned:` says `{name, base, value}`: tracking logs it
 (param `tuned`), and the report reads the sensitivity of each tunable from it
 (ablate/report/findings.py). One that cannot compile or launch (a block over the problem's or
@@ -30,9 +30,12 @@ the GPU's limits, more shared memory than a block may have) is not applicable, w
 **Extra configurations** (the seam for a kernel's own list, e.g. `@triton.autotune`'s
 configs as dicts): `pathologies(plugin, extra=[{...}, ...])` adds each dict that differs from
 the base as one more pathology, `tune_config_<i>` (its overrides together, each entry of the
-dict a META name), beside the neighbours. Nothing passes them yet; `extra_configs(spec)` is the
-one place to read them from a spec (`TUNE_CONFIGS`, a list of dicts), where the autotuner's
-list can be handed in.
+dict a META name), beside the neighbours. `extra_configs(spec)` is the one place to read them
+from a spec: its `TUNE_CONFIGS` (a list of dicts), which a Triton function under
+`@triton.autotune` gets from its autotuner's configs where the spec declares none
+(`thin.Spec._triton`, `triton_target.autotune_configs`): on a GPU the base is the autotuner's
+pick for the shape, so the config it picked compiles to the base's machine code and is not
+applicable there, and each other one says how far the pick beats it.
 """
 import hashlib
 import json
@@ -136,7 +139,7 @@ def pathologies(plugin, extra=None) -> dict:
             side = "larger" if value > base else "smaller"
             body = {
                 "generic": True,
-                "seam": f"generic.{PREFIX}{name.lower()}",
+                "seam": f"{PREFIX}{name.lower()}",  # generic: variant.py makes it generic.tune_<name>
                 "tuned": {"name": name, "base": base, "value": value},
                 "mechanism": f"Sensitivity of the tunable {name}: the base's {base} set to the {side} "
                              f"neighbour {value}, everything else as the base.",
@@ -166,7 +169,7 @@ def pathologies(plugin, extra=None) -> dict:
         words = ", ".join(f"{k} {meta[k]} -> {v}" for k, v in changed.items())
         out[f"{PREFIX}config_{i}"] = {
             "generic": True,
-            "seam": f"generic.{PREFIX}config",
+            "seam": f"{PREFIX}config",
             "tuned": {"name": "+".join(changed), "base": json.dumps({k: meta[k] for k in changed}),
                       "value": json.dumps(changed)},
             "mechanism": f"A whole configuration of the kernel's own list: {words}.",
