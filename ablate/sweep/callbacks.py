@@ -94,6 +94,7 @@ class SweepSetup(Callback):
     def __init__(self):
         self.run_id = self.server = self.progress = None
         self.saved_uri = None
+        self.jobs, self.launcher = [], "basic"
 
     def __getstate__(self):
         """A parallel launcher sends the callbacks to its worker processes with each job: what
@@ -122,15 +123,27 @@ class SweepSetup(Callback):
         from ablate.build.compile import ARCH_ENV, build
         from ablate.gpu.worker import drain
         from ablate.sweep import tracking
-        from ablate.sweep.design import jobs_of_sweep, variants_of_sweep
+        from ablate.sweep import resume
+        from ablate.sweep.design import jobs_of_sweep, sweep_jobs, variants_of_sweep
         from ablate.sweep.progress import Progress
 
+        # An interrupted sweep of the same command, code and plugin sources: only the jobs it
+        # has no record of run, under its parent run (ablate/sweep/resume.py).
+        try:
+            previous, key, todo = resume.find(config, sweep_jobs(config))
+        except ValueError as e:
+            raise SystemExit(f"ablate: {e}") from None
+        if not todo:
+            log.info("every job of this sweep is recorded already: nothing to run")
+            self.run_id = resume.reopen(previous, config)
+            return
         # Bad input stops the sweep here, before anything is built or recorded: every job is
         # worked out now, from its own config, as it will be when it runs.
         try:
-            jobs = jobs_of_sweep(config, each=send_built_ahead() if early else None)
+            jobs = jobs_of_sweep(config, jobs=todo, each=send_built_ahead() if early else None)
         except ValueError as e:
             raise SystemExit(f"ablate: {e}") from None
+        self.jobs, self.launcher = jobs, launcher_of(config)
         try:  # a store that cannot be written stops the sweep here too, before anything is built
             tracking.check_store(config)
         except tracking.StoreError as e:
@@ -144,7 +157,11 @@ class SweepSetup(Callback):
             self._serve_store(config, launcher)
         # The parent run first: a store that cannot be written stops the sweep right here.
         try:
-            self.run_id = tracking.start_sweep(config, config.hydra.sweep.dir)
+            if previous is not None:
+                self.run_id = resume.reopen(previous, config)
+            else:
+                self.run_id = tracking.start_sweep(config, config.hydra.sweep.dir)
+                resume.tag_key(self.run_id, key, config)
         except Exception as e:  # raised, Hydra would only warn and go on with every job
             self._stop_server()
             raise SystemExit(f"ablate: MLflow: cannot create the sweep's run in {tracking.tracking_uri(config)}: "
@@ -208,6 +225,26 @@ class SweepSetup(Callback):
         else:
             os.environ["MLFLOW_TRACKING_URI"] = self.saved_uri
 
+    def _not_run(self, config):
+        """Record as not_run each job of this sweep that a launcher of other processes or
+        machines ended without a record (a SLURM task cancelled, preempted or failed: the
+        launching process learns it only here); how many. The same command again resumes
+        the sweep (ablate/sweep/resume.py)."""
+        from ablate.sweep import resume
+
+        if self.launcher == "basic" or not self.jobs:  # a job of this process always records itself
+            return 0
+        try:
+            n = resume.mark_not_run(self.run_id, self.jobs, config, "its task ended before it ran (cancelled, "
+                                    "preempted, failed or out of time): the same command again runs it")
+        except Exception as e:
+            log.error("MLflow: could not check which jobs of the sweep were run: %s", e)
+            return 0
+        if n:
+            log.warning("%d of %d jobs were not run (recorded as not_run): run the same command again to "
+                        "resume the sweep", n, len(self.jobs))
+        return n
+
     def on_job_start(self, config, **kwargs):
         from ablate.sweep import progress
 
@@ -234,7 +271,7 @@ class SweepSetup(Callback):
         # The sweep's GPU child, idle now: kept for the next sweep, or ended (atexit would do it later).
         stop_worker(keep_s=keep_worker_s(config))
         if self.run_id is not None:
-            tracking.end_sweep(self.run_id, "FINISHED", config)
+            tracking.end_sweep(self.run_id, "KILLED" if self._not_run(config) else "FINISHED", config)
         self._stop_server()
         from ablate.build.compile import ARCH_ENV
 

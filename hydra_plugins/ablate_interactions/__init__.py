@@ -18,6 +18,7 @@ from typing import Dict, Optional
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
 
+from ablate.sweep import resume
 from ablate.sweep.design import interactions_jobs
 from hydra_plugins.ablate_sweeper import AblateSweeper
 
@@ -48,4 +49,4 @@ class InteractionsSweeper(AblateSweeper):
         jobs = self.jobs_of(self.config, self.hydra_context.config_loader,
                        list(itertools.chain.from_iterable(BasicSweeper.split_arguments(overrides, None))))
         n = len(jobs) if max_batch_size in (None, -1) else max_batch_size
-        return [jobs[i:i + n] for i in range(0, len(jobs), n)]
+        return resume.pending_batches([jobs[i:i + n] for i in range(0, len(jobs), n)])  # a resumed sweep's

@@ -1,0 +1,144 @@
+"""A sweep through SLURM with real parts: a one-node cluster (munge, slurmctld, slurmd), a
+PostgreSQL server and `mlflow server` over it, each started in this test's temporary folder
+(tests/services.py). A static sweep (no GPU) of the plain test kernel goes out in chunks
+(hydra/launcher=slurm, hydra_plugins/ablate_slurm): every job's record lands in the
+PostgreSQL-backed store. A task cancelled mid-chunk (scancel) leaves its finished jobs
+recorded and the rest `not_run`, and the same command again completes only those.
+
+Skipped where the programs are missing or not root, except under CI=true (.ci/run installs
+them), where that fails."""
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import services
+from conftest import kept_build_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "kernels"
+JOBS = 9  # plain_axpy: the base and the eight generic pathologies
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """(environment for ablate's commands, the PostgreSQL URI): SLURM, PostgreSQL and an
+    MLflow server over it, for the module's tests."""
+    services.require(*services.SLURM, "sinfo", "runuser", *services.POSTGRES, root=True, modules=("psycopg",))
+    top = tmp_path_factory.mktemp("services")
+    tic = time.monotonic()
+    with services.slurm_cluster(top / "slurm") as env, services.postgres() as db, \
+            services.mlflow_server(top / "mlflow", db) as url:
+        print(f"services up in {time.monotonic() - tic:.1f} s")
+        yield {**env, "MLFLOW_TRACKING_URI": url}, db
+
+
+def sweep_command(sweep_dir, jobs_per_task):
+    return [sys.executable, "-m", "ablate", "-m", "kernel=plain_axpy", f"kernel_path=[{FIXTURES}]", "mode=static",
+            "pathology=glob(*)", "build.jobs=1", f"build.dir={kept_build_dir('plain_axpy')}",
+            "hydra/launcher=slurm", f"hydra.launcher.jobs_per_task={jobs_per_task}",
+            "hydra.launcher.gpus_per_node=null", "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=null",
+            "hydra.launcher.timeout_min=20", f"hydra.sweep.dir={sweep_dir}"]
+
+
+def store(env):
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
+
+
+def sweep_runs(env, sweep_id):
+    """(the parent run, its job runs) of the sweep named `sweep_id`."""
+    client = store(env)
+    exp = client.get_experiment_by_name("plain_axpy")
+    (parent,) = client.search_runs([exp.experiment_id], f"tags.kind = 'sweep' and tags.sweep_id = '{sweep_id}'")
+    jobs = client.search_runs([exp.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'",
+                              max_results=1000)
+    return parent, jobs
+
+
+def rows_in_postgres(db, parent_id):
+    """The job runs of `parent_id` as PostgreSQL itself holds them: [(run uuid, status tag)]."""
+    import psycopg
+
+    with psycopg.connect(db) as conn:
+        return conn.execute(
+            "SELECT p.run_uuid, s.value FROM tags p JOIN tags s ON s.run_uuid = p.run_uuid AND s.key = 'status' "
+            "WHERE p.key = 'mlflow.parentRunId' AND p.value = %s", (parent_id,)).fetchall()
+
+
+def test_a_static_sweep_goes_through_slurm_in_chunks_into_postgres(cluster, tmp_path):
+    env, db = cluster
+    proc = subprocess.run(sweep_command(tmp_path / "chunks", 4), cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=900)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "Traceback" not in out, out
+    assert f"SLURM: {JOBS} jobs in 3 array tasks of up to 4" in out, out
+    # three array tasks ran, each once, and each left submitit's result: a list of its jobs' returns
+    results = sorted((tmp_path / "chunks" / ".submitit").glob("*/*_result.pkl"))
+    assert len(results) == 3, results
+    parent, jobs = sweep_runs(env, "chunks")
+    assert parent.info.status == "FINISHED" and parent.data.tags.get("resume_key")
+    assert len(jobs) == JOBS
+    assert {j.data.tags["status"] for j in jobs} == {"static"}, [(j.data.tags["status"], j.data.tags.get("error"))
+                                                                 for j in jobs]
+    assert len({j.data.tags["job_key"] for j in jobs}) == JOBS
+    assert {j.data.params["pathology"] for j in jobs} == {"none", *services_generic()}
+    # and the records are PostgreSQL's: read there, not through MLflow
+    rows = rows_in_postgres(db, parent.info.run_id)
+    assert sorted(r[0] for r in rows) == sorted(j.info.run_id for j in jobs)
+    assert {r[1] for r in rows} == {"static"}
+
+
+def services_generic():
+    return [p.stem for p in (ROOT / "conf" / "generic" / "pathology").glob("*.yaml")]
+
+
+def test_a_task_cancelled_mid_chunk_leaves_the_rest_not_run_and_the_rerun_runs_only_those(cluster, tmp_path):
+    env, db = cluster
+    command = sweep_command(tmp_path / "cancel", JOBS)  # one task for the whole sweep
+    log = tmp_path / "first.log"
+    with open(log, "w") as out:
+        first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        client, parent = store(env), None
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and first.poll() is None:  # the task's first job recorded
+            exp = client.get_experiment_by_name("plain_axpy")
+            found = exp and client.search_runs([exp.experiment_id], "tags.kind = 'sweep' and tags.sweep_id = 'cancel'")
+            if found and client.search_runs([exp.experiment_id],
+                                            f"tags.mlflow.parentRunId = '{found[0].info.run_id}'"):
+                parent = found[0]
+                break
+            time.sleep(0.2)
+        assert parent is not None, log.read_text()
+        subprocess.run(["scancel", "--user=root"], env=env, check=True, timeout=30)
+        first.wait(timeout=300)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    text = log.read_text()
+    assert "were not run (recorded as not_run)" in text, text
+    task_log = "".join(p.read_text() for p in (tmp_path / "cancel" / ".submitit").glob("*/*_log.*"))
+    assert "SIGTERM: this task runs no further job" in task_log, task_log  # it heard SIGTERM and stopped
+    parent, jobs = sweep_runs(env, "cancel")
+    assert parent.info.status == "KILLED"
+    done = {j.data.tags["job_key"] for j in jobs if j.data.tags["status"] == "static"}
+    not_run = {j.data.tags["job_key"] for j in jobs if j.data.tags["status"] == "not_run"}
+    assert done and not_run, [(j.data.params.get("pathology"), j.data.tags["status"]) for j in jobs]
+    assert len(jobs) == JOBS and not done & not_run  # each job once: recorded, or not run
+
+    again = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    out = again.stdout + again.stderr
+    assert again.returncode == 0, out
+    assert f"{len(done)} of {JOBS} jobs recorded already, {len(not_run)} to run" in out, out
+    parent, jobs = sweep_runs(env, "cancel")  # the same sweep, resumed: its parent run is reused
+    assert parent.info.status == "FINISHED"
+    later = [j for j in jobs if j.data.tags["status"] == "static" and j.data.tags["job_key"] not in done]
+    assert sorted(j.data.tags["job_key"] for j in later) == sorted(not_run)  # only those, each once
+    assert len(jobs) == JOBS + len(not_run)
+    assert len(rows_in_postgres(db, parent.info.run_id)) == JOBS + len(not_run)
