@@ -33,36 +33,12 @@ import subprocess
 from omegaconf import OmegaConf
 
 from ablate.paths import ROOT
+from ablate.sweep.keys import job_key, job_key_of  # noqa: F401 (job_key: the sweeper's and the launcher's)
 
 log = logging.getLogger(__name__)
 
 NOT_RUN = "not_run"
 SKIP = set()  # job keys the sweeper drops: recorded already in the sweep being resumed
-
-
-def job_key(overrides) -> str:
-    """The key of one job: a hash of its overrides, in any order."""
-    return hashlib.sha256("\n".join(sorted(map(str, overrides))).encode()).hexdigest()[:16]
-
-
-def job_key_of(cfg):
-    """The key of the job whose composed config is `cfg`: its `hydra.overrides.task`, from the
-    config where it has the hydra node (the launching process's copy of a job), else from
-    Hydra's (inside the job); None outside a multirun job."""
-    overrides = OmegaConf.select(cfg, "hydra.overrides.task", default=None)
-    if overrides is None:
-        from hydra.core.hydra_config import HydraConfig
-
-        if not HydraConfig.initialized():
-            return None
-        overrides = HydraConfig.get().overrides.task
-    return job_key(list(overrides))
-
-
-def job_tags(cfg) -> dict:
-    """The tag a sweep's job run carries so that a rerun finds it: {'job_key': ...}."""
-    key = job_key_of(cfg)
-    return {"job_key": key} if key else {}
 
 
 def code_id(root=ROOT):
@@ -141,7 +117,10 @@ def find(config, jobs):
     key = sweep_key(config, plugins.of(config))
     if not OmegaConf.select(config, "resume", default=True):
         return None, key, jobs
-    uri = tracking.tracking_uri(config)
+    try:
+        uri = tracking.tracking_uri(config)
+    except OSError:  # a store whose folder cannot be made: check_store says so next
+        return None, key, jobs
     db = tracking.sqlite_path(uri)
     if db is not None and not db.exists():  # a fresh store: nothing to resume, and nothing made here
         return None, key, jobs
