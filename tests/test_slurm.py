@@ -7,7 +7,6 @@ recorded and the rest `not_run`, and the same command again completes only those
 
 Skipped where the programs are missing or not root, except under CI=true (.ci/run installs
 them), where that fails."""
-import os
 import subprocess
 import sys
 import time
@@ -87,14 +86,14 @@ def test_a_static_sweep_goes_through_slurm_in_chunks_into_postgres(cluster, tmp_
     assert {j.data.tags["status"] for j in jobs} == {"static"}, [(j.data.tags["status"], j.data.tags.get("error"))
                                                                  for j in jobs]
     assert len({j.data.tags["job_key"] for j in jobs}) == JOBS
-    assert {j.data.params["pathology"] for j in jobs} == {"none", *services_generic()}
+    assert {j.data.params["pathology"] for j in jobs} == {"none", *generic_pathologies()}
     # and the records are PostgreSQL's: read there, not through MLflow
     rows = rows_in_postgres(db, parent.info.run_id)
     assert sorted(r[0] for r in rows) == sorted(j.info.run_id for j in jobs)
     assert {r[1] for r in rows} == {"static"}
 
 
-def services_generic():
+def generic_pathologies():
     return [p.stem for p in (ROOT / "conf" / "generic" / "pathology").glob("*.yaml")]
 
 

@@ -127,27 +127,28 @@ class SweepSetup(Callback):
         from ablate.sweep.design import jobs_of_sweep, sweep_jobs, variants_of_sweep
         from ablate.sweep.progress import Progress
 
-        # An interrupted sweep of the same command, code and plugin sources: only the jobs it
-        # has no record of run, under its parent run (ablate/sweep/resume.py).
-        try:
-            previous, key, todo = resume.find(config, sweep_jobs(config))
-        except ValueError as e:
-            raise SystemExit(f"ablate: {e}") from None
-        if not todo:
-            log.info("every job of this sweep is recorded already: nothing to run")
-            self.run_id = resume.reopen(previous, config)
-            return
         # Bad input stops the sweep here, before anything is built or recorded: every job is
         # worked out now, from its own config, as it will be when it runs.
         try:
-            jobs = jobs_of_sweep(config, jobs=todo, each=send_built_ahead() if early else None)
+            overrides = sweep_jobs(config)
+            jobs = jobs_of_sweep(config, jobs=overrides, each=send_built_ahead() if early else None)
         except ValueError as e:
             raise SystemExit(f"ablate: {e}") from None
-        self.jobs, self.launcher = jobs, launcher_of(config)
         try:  # a store that cannot be written stops the sweep here too, before anything is built
             tracking.check_store(config)
         except tracking.StoreError as e:
             raise SystemExit(f"ablate: {e}") from None
+        # An interrupted sweep of the same command, code and plugin sources: only the jobs it has
+        # no record of run, under its parent run (ablate/sweep/resume.py). Looked up after the
+        # jobs are composed, so that a sweep that resumes nothing sends its first specs as soon
+        # as before; one that resumes may have sent some of a recorded job's, timed for nothing.
+        previous, key, _ = resume.find(config, overrides)
+        jobs = [job for job, o in zip(jobs, overrides) if resume.job_key(o) not in resume.SKIP]
+        self.jobs, self.launcher = jobs, launcher_of(config)
+        if not jobs:
+            log.info("every job of this sweep is recorded already: nothing to run")
+            self.run_id = resume.reopen(previous, config)
+            return
         plugin = jobs[0].plugin
         variants = variants_of_sweep(jobs)
         if jobs[0].base.name not in [v.name for v in variants]:  # every job is timed against the base
