@@ -128,6 +128,11 @@ def test_the_slurm_launcher_sends_chunks_and_a_task_without_result_answers_not_r
     import submitit
     from hydra.utils import instantiate
 
+    srun = tmp_path / "bin" / "srun"  # submitit's SLURM executor looks for it first
+    srun.parent.mkdir()
+    srun.write_text("#!/bin/sh\nexit 1\n")
+    srun.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{srun.parent}{os.pathsep}{os.environ['PATH']}")
     cfg = multirun_cfg(tmp_path, "hydra/launcher=slurm", "hydra.launcher.jobs_per_task=2")
     launcher = instantiate(cfg.hydra.launcher)
     launcher.setup(hydra_context=None, task_function=None, config=cfg)
@@ -143,8 +148,13 @@ def test_the_slurm_launcher_sends_chunks_and_a_task_without_result_answers_not_r
     assert sent == [[[(["pathology=none"], 5), (["pathology=a"], 6)], [(["pathology=b"], 7)]]]
     assert [(r.overrides, r.return_value) for r in returns] == [
         (["pathology=none"], "static"), (["pathology=a"], "static"), (["pathology=b"], "not_run")]
+    assert type(launcher.executor()._executor).__name__ == "SlurmExecutor"
+    launcher.cluster = "local"  # the tasks as processes of this host
+    assert type(launcher.executor()._executor).__name__ == "LocalExecutor"
     with pytest.raises(Exception, match="hydra.launcher.jobs_per_task must be a whole number of at least 1, got 0"):
         instantiate(multirun_cfg(tmp_path, "hydra/launcher=slurm", "hydra.launcher.jobs_per_task=0").hydra.launcher)
+    with pytest.raises(Exception, match="hydra.launcher.cluster must be slurm or local, got 'pbs'"):
+        instantiate(multirun_cfg(tmp_path, "hydra/launcher=slurm", "hydra.launcher.cluster=pbs").hydra.launcher)
 
 
 def store_jobs(db):

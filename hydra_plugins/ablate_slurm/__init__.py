@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 class AblateSlurmConf(SlurmQueueConf):
     _target_: str = "hydra_plugins.ablate_slurm.ChunkedSlurmLauncher"
     jobs_per_task: int = 16  # ablate jobs one SLURM array task runs, one after another, in one process
+    # submitit's executor: slurm, or local (the array's tasks as processes of this host, every
+    # one on the first `gpus_per_node` GPUs: the chunked path tried without a cluster)
+    cluster: str = "slurm"
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="ablate_slurm", node=AblateSlurmConf, provider="ablate")
@@ -48,11 +51,13 @@ def chunks(jobs, size):
 
 
 class ChunkedSlurmLauncher(SlurmLauncher):
-    def __init__(self, jobs_per_task=16, **params):
+    def __init__(self, jobs_per_task=16, cluster="slurm", **params):
         if not isinstance(jobs_per_task, int) or jobs_per_task < 1:
             raise ValueError(f"hydra.launcher.jobs_per_task must be a whole number of at least 1, got {jobs_per_task!r}")
+        if cluster not in ("slurm", "local"):
+            raise ValueError(f"hydra.launcher.cluster must be slurm or local, got {cluster!r}")
         super().__init__(**params)
-        self.jobs_per_task = jobs_per_task
+        self.jobs_per_task, self.cluster = jobs_per_task, cluster
 
     def executor(self):
         """submitit's SLURM executor with the launcher's parameters, as Hydra's submitit
@@ -60,7 +65,7 @@ class ChunkedSlurmLauncher(SlurmLauncher):
         import submitit
 
         params = dict(self.params)
-        executor = submitit.AutoExecutor(cluster="slurm", folder=params.pop("submitit_folder"),
+        executor = submitit.AutoExecutor(cluster=self.cluster, folder=params.pop("submitit_folder"),
                                          slurm_max_num_timeout=params.pop("max_num_timeout", 0))
         common = set(OmegaConf.structured(BaseQueueConf).keys())
         executor.update_parameters(**{k if k in common else f"slurm_{k}": v for k, v in params.items()})
@@ -74,8 +79,9 @@ class ChunkedSlurmLauncher(SlurmLauncher):
         jobs = [(list(o), initial_job_idx + i) for i, o in enumerate(job_overrides)]
         parts = chunks(jobs, self.jobs_per_task)
         executor = self.executor()
-        log.info("SLURM: %d jobs in %d array tasks of up to %d (hydra.launcher.jobs_per_task); output in %s",
-                 len(jobs), len(parts), self.jobs_per_task, sweep_dir)
+        log.info("%s: %d jobs in %d array tasks of up to %d (hydra.launcher.jobs_per_task); output in %s",
+                 "SLURM" if self.cluster == "slurm" else "submitit (local)", len(jobs), len(parts),
+                 self.jobs_per_task, sweep_dir)
         state = Singleton.get_state()
         tasks = executor.map_array(self, parts, [state] * len(parts))
         returns = []
