@@ -200,6 +200,17 @@ def test_a_sweep_killed_mid_way_is_resumed_by_the_same_command(tmp_path, empty_s
     assert sweeps == ["FINISHED"]  # the one sweep, resumed and finished
     assert len(jobs) == 9 and all(statuses == ["static"] for statuses in jobs.values()), jobs
 
+    # killed after its last job was recorded, before the sweep's end: nothing left to run
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{db}")
+    (parent,) = client.search_runs([client.get_experiment_by_name("plain_axpy").experiment_id], "tags.kind = 'sweep'")
+    client.update_run(parent.info.run_id, status="RUNNING")
+    last = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert last.returncode == 0, last.stdout + last.stderr
+    assert "every job of this sweep is recorded already: nothing to run" in last.stdout + last.stderr
+    assert store_jobs(db) == (jobs, ["FINISHED"])
+
 
 def test_a_job_that_sigterm_cut_short_is_tagged_interrupted_one_that_finished_is_not(monkeypatch):
     from hydra_plugins import ablate_slurm

@@ -122,8 +122,7 @@ class SweepSetup(Callback):
     def _start(self, config, early):
         from ablate.build.compile import ARCH_ENV, build
         from ablate.gpu.worker import drain
-        from ablate.sweep import tracking
-        from ablate.sweep import resume
+        from ablate.sweep import resume, tracking
         from ablate.sweep.design import jobs_of_sweep, sweep_jobs, variants_of_sweep
         from ablate.sweep.progress import Progress
 
