@@ -192,10 +192,16 @@ def test_a_sweep_killed_mid_way_is_resumed_by_the_same_command(tmp_path, empty_s
         first.wait()
     done, sweeps = store_jobs(db)
     assert 2 <= len(done) < 9 and sweeps == ["RUNNING"], (done, sweeps)
+    # a mark an earlier job left in a folder the rerun's jobs (numbered from 0 again) do not reach,
+    # as a parallel launcher's would: the rerun's line counts its own jobs only
+    from ablate.sweep import progress
+
+    progress.mark(tmp_path / "sweep" / "8", "static", "an earlier job of the sweep")
     again = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stdout + again.stderr
     out = again.stdout + again.stderr
     assert f"{len(done)} of 9 jobs recorded already, {9 - len(done)} to run" in out, out
+    assert f"{9 - len(done)} jobs: {9 - len(done)} ok, 0 failed" in out, out  # the same folder: its own jobs counted
     jobs, sweeps = store_jobs(db)
     assert sweeps == ["FINISHED"]  # the one sweep, resumed and finished
     assert len(jobs) == 9 and all(statuses == ["static"] for statuses in jobs.values()), jobs

@@ -148,6 +148,8 @@ class SweepSetup(Callback):
             log.info("every job of this sweep is recorded already: nothing to run")
             self.run_id = resume.reopen(previous, config)
             return
+        if previous is not None:
+            resume.clear_marks(config.hydra.sweep.dir)
         plugin = jobs[0].plugin
         variants = variants_of_sweep(jobs)
         if jobs[0].base.name not in [v.name for v in variants]:  # every job is timed against the base

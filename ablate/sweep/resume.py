@@ -166,6 +166,18 @@ def tag_key(run_id, key, cfg):
     MlflowClient(tracking_uri=tracking_uri(cfg)).set_tag(run_id, "resume_key", key)
 
 
+def clear_marks(sweep_dir):
+    """Remove the progress marks (sweep/progress.py) that the interrupted sweep's jobs left in
+    `sweep_dir`, where the rerun uses the same folder (a `hydra.sweep.dir` given): the rerun's
+    jobs are numbered from 0 again, and its line and its failure marks count its own only."""
+    from pathlib import Path
+
+    from ablate.sweep.progress import MARK
+
+    for old in Path(sweep_dir).glob(f"**/{MARK}"):
+        old.unlink(missing_ok=True)
+
+
 def pending_batches(batches):
     """The sweeper's batches of jobs less those SKIP names; empty batches dropped."""
     if not SKIP:
