@@ -130,6 +130,7 @@ def test_a_task_cancelled_mid_chunk_leaves_the_rest_not_run_and_the_rerun_runs_o
     not_run = {j.data.tags["job_key"] for j in jobs if j.data.tags["status"] == "not_run"}
     assert done and not_run, [(j.data.params.get("pathology"), j.data.tags["status"]) for j in jobs]
     assert len(jobs) == JOBS and not done & not_run  # each job once: recorded, or not run
+    assert "not_run" in rank(env, tmp_path).split("Not ranked")[1]  # the ranking says which did not run
 
     again = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     out = again.stdout + again.stderr
@@ -141,3 +142,11 @@ def test_a_task_cancelled_mid_chunk_leaves_the_rest_not_run_and_the_rerun_runs_o
     assert sorted(j.data.tags["job_key"] for j in later) == sorted(not_run)  # only those, each once
     assert len(jobs) == JOBS + len(not_run)
     assert len(rows_in_postgres(db, parent.info.run_id)) == JOBS + len(not_run)
+    assert "not_run" not in rank(env, tmp_path)  # each job's latest record only: the sweep whole
+
+
+def rank(env, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "ablate", "rank", "--sweep", "cancel", "--out", str(tmp_path / "rank")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
