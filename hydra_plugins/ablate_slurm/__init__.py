@@ -60,7 +60,7 @@ class ChunkedSlurmLauncher(SlurmLauncher):
         self.jobs_per_task, self.cluster = jobs_per_task, cluster
 
     def executor(self):
-        """submitit's SLURM executor with the launcher's parameters, as Hydra's submitit
+        """submitit's executor (`cluster`: SLURM, or local) with the launcher's parameters, as Hydra's submitit
         launcher makes it (its keys of BaseQueueConf as they are, the others `slurm_`-prefixed)."""
         import submitit
 
