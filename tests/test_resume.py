@@ -87,9 +87,12 @@ def test_only_an_unfinished_sweep_is_resumed_and_only_its_missing_jobs_run(tmp_p
     exp = tracking.experiment_id(client, tracking.experiment_name(cfg), mlflow_store)
     parent = client.create_run(exp, tags={"kind": "sweep", "resume_key": key, "sweep_id": "s"}).info.run_id
     for overrides, status, more in ((jobs[0], "static", {}), (jobs[1], "not_run", {}),
-                                    (jobs[2], "crashed", {"interrupted": "SIGTERM reached its SLURM task"})):
-        client.create_run(exp, tags={"mlflow.parentRunId": parent, "status": status,
-                                     "job_key": resume.job_key(overrides), **more})
+                                    (jobs[2], "crashed", {"interrupted": "SIGTERM reached its SLURM task"}),
+                                    (jobs[1], "static", "cut short")):  # left RUNNING: its logging never ended
+        run = client.create_run(exp, tags={"mlflow.parentRunId": parent, "status": status,
+                                           "job_key": resume.job_key(overrides), **(more if more != "cut short" else {})})
+        if more != "cut short":
+            client.set_terminated(run.info.run_id, "FINISHED")
     client.set_terminated(parent, "KILLED")
     found, got_key, todo = resume.find(cfg, jobs)  # the not_run job and the interrupted one run again
     assert found.info.run_id == parent and got_key == key
@@ -105,9 +108,11 @@ def test_only_an_unfinished_sweep_is_resumed_and_only_its_missing_jobs_run(tmp_p
 
 
 def test_a_ranking_keeps_a_jobs_latest_record_where_a_not_run_one_was_redone():
-    runs = pd.DataFrame({"tags.job_key": ["a", "b", "b", "c", "d", "d"],
-                         "tags.status": ["static", "not_run", "static", "not_run", "crashed", "ok"],
-                         "tags.interrupted": [None, None, None, None, "SIGTERM", None]})
+    runs = pd.DataFrame({"tags.job_key": ["a", "b", "b", "c", "d", "d", "e"],
+                         "tags.status": ["static", "not_run", "static", "not_run", "crashed", "ok", "static"],
+                         "tags.interrupted": [None, None, None, None, "SIGTERM", None, None],
+                         "status": ["FINISHED"] * 6 + ["RUNNING"],  # e: its task killed while it was logged
+                         "params.pathology": ["a", "b", "b", "c", "d", "d", None]})
     kept = resume.current_records(runs)
     assert list(zip(kept["tags.job_key"], kept["tags.status"])) == [("a", "static"), ("b", "static"),
                                                                      ("c", "not_run"), ("d", "ok")]

@@ -96,11 +96,18 @@ def children(client, parent):
             return out
 
 
+def whole(run):
+    """Whether a job's record was logged to its end: log_job marks its run FINISHED or FAILED
+    last, so one left RUNNING was cut short (its task killed while it logged: its params and
+    metrics may be missing)."""
+    return run.info.status != "RUNNING"
+
+
 def recorded(client, parent):
-    """The job keys of `parent`'s jobs that are done: a record other than not_run and not
-    marked interrupted."""
+    """The job keys of `parent`'s jobs that are done: a whole record other than not_run and
+    not marked interrupted."""
     return {r.data.tags["job_key"] for r in children(client, parent)
-            if "job_key" in r.data.tags and r.data.tags.get("status") != NOT_RUN
+            if "job_key" in r.data.tags and whole(r) and r.data.tags.get("status") != NOT_RUN
             and "interrupted" not in r.data.tags}
 
 
@@ -195,7 +202,7 @@ def mark_not_run(run_id, jobs, cfg, why):
     from ablate.sweep.tracking import log_job, tracking_uri
 
     client = MlflowClient(tracking_uri=tracking_uri(cfg))
-    have = {r.data.tags.get("job_key") for r in children(client, client.get_run(run_id))}
+    have = {r.data.tags.get("job_key") for r in children(client, client.get_run(run_id)) if whole(r)}
     missing = [job for job in jobs if job_key_of(job.cfg) not in have]
     for job in missing:
         log_job(job, Result(NOT_RUN, error=why), run_id)
@@ -218,9 +225,12 @@ def mark_interrupted(run_id, cfg, overrides, why):
 
 def current_records(runs):
     """A sweep's job runs (mlflow.search_runs' frame) less the records a later one of the same
-    job replaced: a `not_run` or `interrupted` record whose job was run again."""
+    job replaced (a `not_run` or `interrupted` record whose job was run again) and less those
+    cut short while they were logged (left RUNNING, without their params: `whole`)."""
     if runs.empty or "tags.job_key" not in runs:
         return runs
+    if "params.pathology" in runs:
+        runs = runs[~(runs["status"].eq("RUNNING") & runs["params.pathology"].isna())]
     stale = runs["tags.status"].eq(NOT_RUN)
     if "tags.interrupted" in runs:
         stale |= runs["tags.interrupted"].notna()

@@ -89,7 +89,7 @@ class ChunkedSlurmLauncher(SlurmLauncher):
             try:
                 returns += task.results()[0]
             except Exception as e:  # cancelled, preempted, failed, out of time: the callback marks the rest
-                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                first = " ".join(str(e).split())[:300] or type(e).__name__  # submitit's says the state on its 2nd line
                 log.warning("SLURM task %s (jobs %d-%d) ended before its chunk was done: %s", task.job_id,
                             part[0][1], part[-1][1], first)
                 returns += [not_run(overrides) for overrides, _ in part]
