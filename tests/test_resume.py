@@ -163,7 +163,8 @@ def test_the_slurm_launcher_sends_chunks_and_a_task_without_result_answers_not_r
 
 
 def store_jobs(db):
-    """{job_key: [status, ...]} of the plain kernel's job runs, and the sweep runs' statuses."""
+    """{job_key: [status, ...]} of the plain kernel's job runs logged whole (not left RUNNING:
+    one its process was killed while it logged), and the sweep runs' statuses."""
     from mlflow import MlflowClient
 
     client = MlflowClient(f"sqlite:///{db}")
@@ -173,7 +174,7 @@ def store_jobs(db):
     runs = client.search_runs([exp.experiment_id], max_results=1000)
     jobs = {}
     for r in runs:
-        if r.data.tags.get("kind") == "job":
+        if r.data.tags.get("kind") == "job" and r.info.status != "RUNNING":
             jobs.setdefault(r.data.tags.get("job_key"), []).append(r.data.tags["status"])
     return jobs, [r.info.status for r in runs if r.data.tags.get("kind") == "sweep"]
 
