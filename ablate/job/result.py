@@ -7,7 +7,8 @@ own as JSON (`to_dict`, `from_dict`).
 """
 from dataclasses import asdict, dataclass, field
 
-STATUSES = ("ok", "build_failed", "crashed", "timeout", "incorrect", "static", "not_applicable")
+STATUSES = ("ok", "build_failed", "crashed", "timeout", "incorrect", "static", "not_applicable",
+            "not_run")  # not_run: its task ended before it (ablate/sweep/resume.py); a rerun runs it
 # Jobs whose measurement stands, or that had nothing to measure: a generic pathology that does
 # not apply to the kernel (`error` says why); every other status makes the MLflow run FAILED
 # (red in the UI).

@@ -32,7 +32,7 @@ from ablate.job import counters
 from ablate.report import findings, gpu_spread, interactions, plots, roofline
 from ablate.gpu.stats import interval_text, overlap
 from ablate.report.plots import markdown
-from ablate.sweep import tracking
+from ablate.sweep import resume, tracking
 from ablate.sweep.tracking import ROOT, sqlite_path, tracking_uri
 
 STATIC = ["regs", "smem_bytes", "spill_bytes", "threads_per_block", "occupancy_blocks", "occupancy_warps"]
@@ -279,6 +279,7 @@ def load_jobs(experiment_id, sweep):
     every metric (metric names without MLflow's `metrics.` prefix)."""
     runs = mlflow.search_runs([experiment_id], filter_string=f"tags.mlflow.parentRunId = '{sweep['run_id']}'",
                               order_by=["attributes.start_time ASC"])
+    runs = resume.current_records(runs)  # a resumed sweep: a not_run job's record replaced by its run
     col = lambda name: runs[name] if name in runs else pd.Series([None] * len(runs), dtype=object)  # noqa: E731
     jobs = pd.DataFrame({
         "sweep": sweep.get("tags.sweep_id"),

@@ -94,6 +94,7 @@ class SweepSetup(Callback):
     def __init__(self):
         self.run_id = self.server = self.progress = None
         self.saved_uri = None
+        self.jobs, self.launcher = [], "basic"
 
     def __getstate__(self):
         """A parallel launcher sends the callbacks to its worker processes with each job: what
@@ -124,14 +125,15 @@ class SweepSetup(Callback):
     def _start(self, config, early):
         from ablate.build.compile import ARCH_ENV, build
         from ablate.gpu.worker import drain
-        from ablate.sweep import tracking
-        from ablate.sweep.design import jobs_of_sweep, variants_of_sweep
+        from ablate.sweep import resume, tracking
+        from ablate.sweep.design import jobs_of_sweep, sweep_jobs, variants_of_sweep
         from ablate.sweep.progress import Progress
 
         # Bad input stops the sweep here, before anything is built or recorded: every job is
         # worked out now, from its own config, as it will be when it runs.
         try:
-            jobs = jobs_of_sweep(config, each=send_built_ahead() if early else None)
+            overrides = sweep_jobs(config)
+            jobs = jobs_of_sweep(config, jobs=overrides, each=send_built_ahead() if early else None)
         except ValueError as e:
             raise SystemExit(f"ablate: {e}") from None
         if not jobs:  # a glob that matches nothing: one line, before Hydra launches no job
@@ -142,6 +144,19 @@ class SweepSetup(Callback):
             tracking.check_store(config)
         except tracking.StoreError as e:
             raise SystemExit(f"ablate: {e}") from None
+        # An interrupted sweep of the same command, code and plugin sources: only the jobs it has
+        # no record of run, under its parent run (ablate/sweep/resume.py). Looked up after the
+        # jobs are composed, so that a sweep that resumes nothing sends its first specs as soon
+        # as before; one that resumes may have sent some of a recorded job's, timed for nothing.
+        previous, key, _ = resume.find(config, overrides)
+        jobs = [job for job, o in zip(jobs, overrides) if resume.job_key(o) not in resume.SKIP]
+        self.jobs, self.launcher = jobs, launcher_of(config)
+        if not jobs:
+            log.info("every job of this sweep is recorded already: nothing to run")
+            self.run_id = resume.reopen(previous, config)
+            return
+        if previous is not None:
+            resume.clear_marks(config.hydra.sweep.dir)
         plugin = jobs[0].plugin
         variants = variants_of_sweep(jobs)
         if jobs[0].base.name not in [v.name for v in variants]:  # every job is timed against the base
@@ -151,7 +166,11 @@ class SweepSetup(Callback):
             self._serve_store(config, launcher)
         # The parent run first: a store that cannot be written stops the sweep right here.
         try:
-            self.run_id = tracking.start_sweep(config, config.hydra.sweep.dir)
+            if previous is not None:
+                self.run_id = resume.reopen(previous, config)
+            else:
+                self.run_id = tracking.start_sweep(config, config.hydra.sweep.dir)
+                resume.tag_key(self.run_id, key, config)
         except Exception as e:  # raised, Hydra would only warn and go on with every job
             self._stop_server()
             raise SystemExit(f"ablate: MLflow: cannot create the sweep's run in {tracking.tracking_uri(config)}: "
@@ -217,6 +236,26 @@ class SweepSetup(Callback):
         else:
             os.environ["MLFLOW_TRACKING_URI"] = self.saved_uri
 
+    def _not_run(self, config):
+        """Record as not_run each job of this sweep that a launcher of other processes or
+        machines ended without a record (a SLURM task cancelled, preempted or failed: the
+        launching process learns it only here); how many. The same command again resumes
+        the sweep (ablate/sweep/resume.py)."""
+        from ablate.sweep import resume
+
+        if self.launcher == "basic" or not self.jobs:  # a job of this process always records itself
+            return 0
+        try:
+            n = resume.mark_not_run(self.run_id, self.jobs, config, "its task ended before it ran (cancelled, "
+                                    "preempted, failed or out of time): the same command again runs it")
+        except Exception as e:
+            log.error("MLflow: could not check which jobs of the sweep were run: %s", e)
+            return 0
+        if n:
+            log.warning("%d of %d jobs were not run (recorded as not_run): run the same command again to "
+                        "resume the sweep", n, len(self.jobs))
+        return n
+
     def on_job_start(self, config, **kwargs):
         from ablate.sweep import progress
 
@@ -247,7 +286,7 @@ class SweepSetup(Callback):
         # The sweep's GPU child, idle now: kept for the next sweep, or ended (atexit would do it later).
         stop_worker(keep_s=keep_worker_s(config))
         if self.run_id is not None:
-            tracking.end_sweep(self.run_id, "FINISHED", config)
+            tracking.end_sweep(self.run_id, "KILLED" if self._not_run(config) else "FINISHED", config)
         self._stop_server()
         from ablate.build.compile import ARCH_ENV
 

@@ -313,6 +313,9 @@ def job_tags(job, result, params, client, parent_run_id):
         tags["error"] = str(result.error)[:500]
     if parent_run_id:
         tags["mlflow.parentRunId"] = parent_run_id
+        from ablate.sweep.keys import job_tags as key_tags
+
+        tags.update(key_tags(job.cfg))  # a rerun of an interrupted sweep finds it (job_key: sweep/resume.py)
         try:
             tags["sweep_id"] = client.get_run(parent_run_id).data.tags.get("sweep_id", "unknown")
         except Exception as e:

@@ -22,6 +22,7 @@ from typing import Dict, Optional
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
 
+from ablate.sweep import resume
 from ablate.sweep.design import interactions_design, interactions_jobs
 from hydra_plugins.ablate_sweeper import AblateSweeper
 
@@ -56,4 +57,4 @@ class InteractionsSweeper(AblateSweeper):
         for line in lines:  # what it left out, how many jobs and about how long: before the first job
             log.info(line)
         n = len(jobs) if max_batch_size in (None, -1) else max_batch_size
-        return [jobs[i:i + n] for i in range(0, len(jobs), n)]
+        return resume.pending_batches([jobs[i:i + n] for i in range(0, len(jobs), n)])  # a resumed sweep's

@@ -6,13 +6,17 @@ job that cannot be composed; the sweep's callback (ablate/sweep/callbacks.py) ha
 composed each one, with the same loader and overrides, to work out its Job, and stopped the
 sweep on the first that fails, naming it. A third composition of every job (the launcher
 makes the one each job runs) cost ~0.1 s a job on the H100's host (docs/benchmarks.md,
-"Sweep speed"). Everything else, the expansion of the command line included, is Hydra's.
+"Sweep speed"). Everything else, the expansion of the command line included, is Hydra's,
+less the jobs an interrupted sweep of the same command recorded already, which a rerun
+resumes (ablate/sweep/resume.py; the callback finds them before the sweep starts).
 """
 from dataclasses import dataclass
 from typing import Dict, Optional
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
+
+from ablate.sweep import resume
 
 
 @dataclass
@@ -29,3 +33,6 @@ class AblateSweeper(BasicSweeper):
     def validate_batch_is_legal(self, batch):
         """Done by the sweep's callback: each job's config composed into its Job before
         anything was built (ablate/sweep/design.py, jobs_of_sweep)."""
+
+    def split_arguments(self, overrides, max_batch_size):
+        return resume.pending_batches(BasicSweeper.split_arguments(overrides, max_batch_size))
