@@ -48,7 +48,8 @@ def test_ptxas_report_of_the_real_kernel(built):
     names = sorted(report["kernels"])
     for dim in (64, 128):
         for causal in ("true", "false"):
-            assert sum(f"<{dim}>, {causal}>" in n for n in names) == 1, names
+            for dtype in ("Fp16", "Bf16"):
+                assert sum(f"<{dim}>, {causal}, {dtype}>" in n for n in names) == 1, names
     assert report["max_registers"] == max(k["registers"] for k in report["kernels"].values())
     assert 0 < report["max_registers"] <= 255
     # Every kernel's line in the log is what the parser read.
@@ -182,7 +183,7 @@ def test_sass_of_the_real_kernel(built):
         assert base["totals"][cls] > 0, cls
     assert base["totals"]["ldg_16"] == 0
     text = base["text"]
-    assert text.count("Function : ") == 4
+    assert text.count("Function : ") == 8  # D x causal x dtype
     assert not re.search(r"/\*[0-9a-f]{4}\*/", text)  # no addresses left
     assert sass.read(built.results["none"].lib)["text"] == text  # the same every time
 
