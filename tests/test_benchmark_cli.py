@@ -25,9 +25,10 @@ def test_unknown_shape_names_the_choices():
 
 
 def test_shapes_are_read_from_the_kernels_conf():
-    assert benchmark.load_shapes(ATTENTION, ["s512", "s4k"]) == {
-        "s512": S512,
-        "s4k": {"batch": 2, "heads": 16, "seq": 4096, "head_dim": 64, "causal": False}}
+    assert benchmark.load_shapes(ATTENTION, ["s512", "s4k", "s4k_bf16"]) == {  # dtype: fp16 where none is named
+        "s512": {**S512, "dtype": "fp16"},
+        "s4k": {"batch": 2, "heads": 16, "seq": 4096, "head_dim": 64, "causal": False, "dtype": "fp16"},
+        "s4k_bf16": {"batch": 2, "heads": 16, "seq": 4096, "head_dim": 64, "causal": False, "dtype": "bf16"}}
     assert benchmark.load_shapes(RMSNORM, ["r16_h4k"]) == {
         "r16_h4k": {"rows": 16, "hidden": 4096, "dtype": "fp16", "eps": 1e-6}}
 

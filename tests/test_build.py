@@ -55,9 +55,11 @@ def test_every_variant_builds_except_the_broken_one(built):
         assert "arch=compute_90,code=sm_90" in command
         assert "ptxas info    : Used" in r.log
         kernels = [k for k in r.ptxas["kernels"] if "ablate_calibration_null_kernel" not in k]
-        assert len(kernels) == 4 and all("attention_fwd_kernel<" in k for k in kernels)
+        # D 64 and 128, causal or not, FP16 and BF16
+        assert len(kernels) == 8 and all("attention_fwd_kernel<" in k for k in kernels)
+        assert sum(", Bf16>" in k for k in kernels) == 4
         # the calibrations' unlaunched kernel is there exactly when asked for
-        assert (len(r.ptxas["kernels"]) == 5) == ("ABLATE_CALIBRATION_NULL" in built.variants[name].macros)
+        assert (len(r.ptxas["kernels"]) == 9) == ("ABLATE_CALIBRATION_NULL" in built.variants[name].macros)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -83,7 +85,8 @@ def test_each_library_carries_its_pathologies(built):
         if r.ok:
             info = Kernel(r.lib).info()
             assert info["pathologies"] == list(built.variants[name].pathologies)
-            assert sorted(c["head_dim"] for c in info["configs"]) == [64, 128]
+            assert sorted((c["dtype"], c["head_dim"]) for c in info["configs"]) == \
+                [("bf16", 64), ("bf16", 128), ("fp16", 64), ("fp16", 128)]
 
 
 def test_a_broken_variant_is_build_failed_with_its_log(built):

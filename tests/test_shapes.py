@@ -29,11 +29,14 @@ def test_issue_shapes_have_their_sizes():
 
 
 def test_globs_pick_families():
-    assert len(names(ATTENTION, "*")) == 20
-    assert len(names(ATTENTION, "*_d128*")) == 10
-    assert all(load(ATTENTION, n)["causal"] for n in names(ATTENTION, "*causal"))
-    assert len(names(ATTENTION, "*causal")) == 10
-    assert names(ATTENTION, "s4k*") == ["s4k", "s4k_causal", "s4k_d128", "s4k_d128_causal"]
+    assert len(names(ATTENTION, "*")) == 40  # each FP16 shape and its BF16 sibling (*_bf16)
+    assert len(names(ATTENTION, "*_d128*")) == 20
+    assert all(load(ATTENTION, n)["causal"] for n in names(ATTENTION, "*causal*"))
+    assert len(names(ATTENTION, "*causal")) == 10 and len(names(ATTENTION, "*causal*")) == 20
+    assert names(ATTENTION, "s4k*") == ["s4k", "s4k_bf16", "s4k_causal", "s4k_causal_bf16", "s4k_d128",
+                                        "s4k_d128_bf16", "s4k_d128_causal", "s4k_d128_causal_bf16"]
+    assert all(load(ATTENTION, n)["dtype"] == "bf16" for n in names(ATTENTION, "*bf16*"))
+    assert len(names(ATTENTION, "*bf16*")) == 20
     # rmsnorm: r<rows>_h<hidden>[_bf16], from a decode step to the large shape of issue 9
     assert names(RMSNORM, "r16_*") == ["r16_h4k", "r16_h4k_bf16"]
     assert names(RMSNORM, "*bf16") == ["r16_h4k_bf16", "r16k_h8k_bf16"]

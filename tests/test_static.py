@@ -48,7 +48,8 @@ def test_ptxas_report_of_the_real_kernel(built):
     names = sorted(report["kernels"])
     for dim in (64, 128):
         for causal in ("true", "false"):
-            assert sum(f"<{dim}>, {causal}>" in n for n in names) == 1, names
+            for dtype in ("Fp16", "Bf16"):
+                assert sum(f"<{dim}>, {causal}, {dtype}>" in n for n in names) == 1, names
     assert report["max_registers"] == max(k["registers"] for k in report["kernels"].values())
     assert 0 < report["max_registers"] <= 255
     # Every kernel's line in the log is what the parser read.
@@ -182,7 +183,7 @@ def test_sass_of_the_real_kernel(built):
         assert base["totals"][cls] > 0, cls
     assert base["totals"]["ldg_16"] == 0
     text = base["text"]
-    assert text.count("Function : ") == 4
+    assert text.count("Function : ") == 8  # D x causal x dtype
     assert not re.search(r"/\*[0-9a-f]{4}\*/", text)  # no addresses left
     assert sass.read(built.results["none"].lib)["text"] == text  # the same every time
 
@@ -250,30 +251,33 @@ def test_static_metrics_of_the_base(built):
     spec = built.plugin.spec
     metrics = static.static_metrics(r, spec, info, report)
     assert static.static_metrics(r, spec) == metrics  # reads the info and the SASS itself
+    names = ("d64", "d128", "d64_bf16", "d128_bf16")  # per head dim and dtype
+    assert [c["name"] for c in info["configs"]] == list(names)
     for name in METRICS:
-        for key in (name, f"d64.{name}", f"d128.{name}"):
+        for key in (name, *(f"{c}.{name}" for c in names)):
             assert isinstance(metrics[key], int), key
     assert metrics["regs"] == r.ptxas["max_registers"]
     assert metrics["spill_bytes"] == r.ptxas["spill_bytes"]
-    configs = {c["head_dim"]: c for c in info["configs"]}
-    for dim, config in configs.items():
-        kernels = {n: k for n, k in r.ptxas["kernels"].items() if f"<{dim}>" in n}
+    configs = {c["name"]: c for c in info["configs"]}
+    for name, config in configs.items():
+        dtype = "Bf16" if config["dtype"] == "bf16" else "Fp16"
+        kernels = {n: k for n, k in r.ptxas["kernels"].items()
+                   if f"<{config['head_dim']}>" in n and f", {dtype}>" in n}
         assert len(kernels) == 2
         regs = max(k["registers"] for k in kernels.values())
         smem = config["smem_bytes"] + max(k["smem_bytes"] for k in kernels.values())
         occ = occupancy.occupancy("sm_90", config["threads"], regs, smem)
-        assert metrics[f"d{dim}.regs"] == regs
-        assert metrics[f"d{dim}.smem_bytes"] == smem
-        assert metrics[f"d{dim}.threads_per_block"] == config["threads"]
-        assert metrics[f"d{dim}.occupancy_warps"] == occ["warps"] > 0
-        assert metrics[f"d{dim}.sass.hmma_f16"] == sum(
+        assert metrics[f"{name}.regs"] == regs
+        assert metrics[f"{name}.smem_bytes"] == smem
+        assert metrics[f"{name}.threads_per_block"] == config["threads"]
+        assert metrics[f"{name}.occupancy_warps"] == occ["warps"] > 0
+        assert metrics[f"{name}.sass.hmma_f16"] == sum(
             report["kernels"][n]["hmma_f16"] for n in kernels)
     assert metrics["threads_per_block"] == max(c["threads"] for c in configs.values())
-    assert metrics["occupancy_warps"] == min(metrics["d64.occupancy_warps"],
-                                             metrics["d128.occupancy_warps"])
+    assert metrics["occupancy_warps"] == min(metrics[f"{c}.occupancy_warps"] for c in names)
     for cls in sass.CLASSES:
         assert metrics[f"sass.{cls}"] == report["totals"][cls]
-        assert metrics[f"sass.{cls}"] == metrics[f"d64.sass.{cls}"] + metrics[f"d128.sass.{cls}"]
+        assert metrics[f"sass.{cls}"] == sum(metrics[f"{c}.sass.{cls}"] for c in names)
 
 
 def test_static_metrics_of_a_failed_build_is_an_error(built):

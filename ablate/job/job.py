@@ -33,7 +33,9 @@ class Job:
     mode: str  # as asked: gpu or static (gpu falls back to static without a GPU)
     kernel_counters: tuple[str, ...]  # the kernel's default ncu metrics (kernel.counters)
     cfg: DictConfig  # the composed config, kept for the record (config.yaml) and its settings
-    opted_out: dict = None  # {generic pathology of the variant: why the kernel says it does not apply}
+    # {pathology of the variant: why the kernel says it does not apply}: a generic one it opts out
+    # of (kernel.not_applicable), or one its spec says has no meaning at this shape (spec.not_applicable)
+    opted_out: dict = None
     # A combined variant's rests: {pathology: the variant without it}, against which static
     # mode checks that pathology's fingerprint (ablate/job/fingerprint.py); {} for one pathology.
     rests: dict = field(default_factory=dict)
@@ -111,7 +113,8 @@ def make_job(cfg, shape_name=None) -> Job:
     return Job(plugin=plugin, shape=shape, shape_name=str(name), variant=variant, base=base,
                peers=tuple(peers), bench=OmegaConf.to_container(cfg.bench, resolve=True), mode=str(cfg.mode),
                kernel_counters=tuple(kernel_counters), cfg=cfg, rests=made,
-               opted_out={p: why for p, why in declared.items() if p in variant.generic})
+               opted_out={**{p: why for p, why in declared.items() if p in variant.generic},
+                          **not_applicable_at(plugin, variant.pathologies, shape)})
 
 
 def autotuned_base(plugin, shape, cfg) -> dict:
@@ -180,6 +183,24 @@ def not_applicable_of(cfg, plugin) -> dict:
         if not isinstance(why, str) or not why.strip():
             raise ValueError(f"kernel {plugin.name!r}: kernel.not_applicable.{name} must say why")
     return {str(k): str(v).strip() for k, v in declared.items()}
+
+
+def not_applicable_at(plugin, pathologies, shape) -> dict:
+    """{pathology: why it does not apply at this shape}, as the kernel's spec says
+    (spec.not_applicable(pathology, shape): a reason, or None where it applies), e.g. a
+    pathology of code that the shape's instances do not have. ValueError for a reason that is
+    not a sentence."""
+    says = getattr(plugin.spec, "not_applicable", None)
+    out = {}
+    for name in pathologies if says else ():
+        why = says(name, shape)
+        if why is None:
+            continue
+        if not isinstance(why, str) or not why.strip():
+            raise ValueError(f"kernel {plugin.name!r}: spec.not_applicable({name!r}, shape) must say why "
+                             f"(a sentence) or return None, got {why!r}")
+        out[name] = why.strip()
+    return out
 
 
 def shape_of(plugin, shape_cfg) -> dict:

@@ -90,6 +90,11 @@ OPTIONAL = {
     "PARAMS": "{C parameter name: formula of the shape}: a scalar parameter's value when it is "
               "not the shape field of its name (or a pointer's tensor when not its name)",
     "INOUTS": "names among OUTPUTS that the kernel also reads (default: TENSORS' inout, else none)",
+    "SHAPE_DEFAULTS": "{field of SHAPE: value}: what a shape that leaves the field out means (default: "
+                      "every field required)",
+    "not_applicable": "not_applicable(pathology, shape) -> why the pathology does not apply at this "
+                      "shape (its job is not_applicable with that reason, nothing built), or None "
+                      "(default: every pathology applies at every shape)",
     "label": "label(shape) -> a readable one-line description of a shape",
     "PEERS": "{name: make(shape) -> run(inputs)}: other implementations timed beside it",
     "DEFAULT_PEERS": "the peers a job times when bench.peers is null (default: all)",

@@ -149,14 +149,20 @@ def tensors_of(declared) -> dict[str, Tensor]:
 
 # ---- the shape: SHAPE's fields checked --------------------------------------------------------
 
-def shape_validator(kernel, fields, c_params=None):
+def shape_validator(kernel, fields, c_params=None, defaults=None):
     """validate_shape(shape) from SHAPE = {field: kind}: `int` (>= 1), `float` (finite),
     `bool`, a tuple of choices, a `range` of integers, or a function value -> value (its
     ValueError is the message). An integer field passed to a C parameter of its name (or by a
-    PARAMS formula that is the field) must also fit that parameter's type."""
+    PARAMS formula that is the field) must also fit that parameter's type. A field of
+    `defaults` (SHAPE_DEFAULTS: {field: value}) that a shape leaves out takes that value, so a
+    field added to a kernel keeps its older shapes valid, and meaning what they meant."""
     c_params = c_params or {}
+    stray = sorted(set(defaults or {}) - set(fields))
+    if stray:
+        raise SpecError(f"SHAPE_DEFAULTS {stray} are no field of SHAPE {list(fields)}")
 
     def validate_shape(shape):
+        shape = {**(defaults or {}), **shape}
         missing = [k for k in fields if k not in shape]
         if missing:
             raise ValueError(f"missing {', '.join(missing)} (a {kernel} shape needs {', '.join(fields)})")
@@ -232,7 +238,8 @@ class Spec:
             if "arguments" not in own:
                 self.arguments = self._arguments(own.get("PARAMS", {}))
         if "SHAPE" in own and "validate_shape" not in own:
-            self.validate_shape = shape_validator(kernel, own["SHAPE"], self._field_params(own))
+            self.validate_shape = shape_validator(kernel, own["SHAPE"], self._field_params(own),
+                                                  own.get("SHAPE_DEFAULTS"))
         if self.tensors is not None and "make_inputs" not in own:
             self.make_inputs = self._make_inputs
         self._work_model(own)

@@ -15,8 +15,17 @@ int ablate_attention_fwd(const void* q, const void* k, const void* v, void* o,
                          int B, int H, int S, int D, int causal, float scale,
                          void* stream);
 
+// The same for the element type `dtype` of Q, K, V and O: ABLATE_ATTENTION_FP16 (what
+// ablate_attention_fwd computes) or ABLATE_ATTENTION_BF16; any other value is
+// cudaErrorInvalidValue. A kernel library that exports only ablate_attention_fwd is FP16 only.
+#define ABLATE_ATTENTION_FP16 0
+#define ABLATE_ATTENTION_BF16 1
+int ablate_attention_fwd_dtype(const void* q, const void* k, const void* v, void* o,
+                               int B, int H, int S, int D, int causal, float scale,
+                               int dtype, void* stream);
+
 // JSON describing what was compiled into this library: the pathologies and seams it was
-// built with, and per head dim the tile shape, warps, stages and shared-memory bytes.
+// built with, and per head dim and element type the tile shape, warps, stages and shared-memory bytes.
 const char* ablate_variant_info(void);
 
 #ifdef __cplusplus

@@ -1,4 +1,4 @@
-// FlashAttention-2-style forward pass: O = softmax(scale * Q K^T) V, FP16 in and out,
+// FlashAttention-2-style forward pass: O = softmax(scale * Q K^T) V, FP16 or BF16 in and out,
 // FP32 softmax statistics and O accumulator, mma.sync tensor cores (sm_80 and later).
 //
 // Every optimization sits behind one seam below. A pathology patch (../patches/,
@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include <ablate/variant_info.h>
 
@@ -69,7 +70,13 @@ using KeyRange = ABLATE_SEAM_KEY_RANGE;
 using Barrier = ABLATE_SEAM_BARRIER;
 using KvSource = ABLATE_SEAM_KV_SOURCE;
 using QkLoop = ABLATE_SEAM_QK_LOOP;
+// The Q K^T accumulator of element type E: the seam's for FP16; FP32 for BF16, whose
+// mma.sync has no narrower form (so the score_acc seam has no choice to make there).
+template <class E>
+using ScoreAccOf = std::conditional_t<E::kF16Acc, ScoreAcc, ScoreF32Of<E>>;
 
+// Q, K, V and O as 16-bit words: every copy moves them as such, and the element type (the
+// kernel's E: Fp16, Bf16) says how the MMAs and the packing of P and O read them.
 struct Params {
   const half* q;
   const half* k;
@@ -88,7 +95,7 @@ struct Smem {
 };
 
 // One query tile of one (batch, head): the whole FlashAttention-2 loop.
-template <class T, bool kCausal>
+template <class T, bool kCausal, class E>
 __device__ __forceinline__ void attend_tile(const Params& p, int m_tile, int bh, half* smem) {
   constexpr int kStages = Smem<T>::kStages;
   const int tid = threadIdx.x, lane = tid & 31, warp_row0 = (tid >> 5) * T::kRowsPerWarp;
@@ -140,7 +147,7 @@ __device__ __forceinline__ void attend_tile(const Params& p, int m_tile, int bh,
     const half* gK = p.k + head + static_cast<int64_t>(j) * T::kBlockN * T::kHeadDim;
     const half* gV = p.v + head + static_cast<int64_t>(j) * T::kBlockN * T::kHeadDim;
     const int valid = p.seq_len - j * T::kBlockN;
-    ScoreAcc s[T::kMTiles][T::kNTiles];
+    ScoreAccOf<E> s[T::kMTiles][T::kNTiles];
     QkLoop::template scores<T, Layout, Barrier, KvSource>(s, q, sQ, sK(stage), gK, valid, warp_row0,
                                                           lane);
     // Only the tile holding the sequence end, and tiles crossing the diagonal, need a mask.
@@ -150,29 +157,29 @@ __device__ __forceinline__ void attend_tile(const Params& p, int m_tile, int bh,
     uint32_t pf[T::kMTiles][T::kNTiles][2];
     softmax.step(s, pf, o, p.scale_log2);
     Barrier::sync();
-    accumulate_pv<T, Layout, Barrier, KvSource>(o, pf, sV(stage), gV, valid, lane);
+    accumulate_pv<T, Layout, Barrier, KvSource, E>(o, pf, sV(stage), gV, valid, lane);
     Pipeline::template after_compute<kStages>(j, n_tiles, load_kv);
   }
 
   softmax.finish(o);
-  store_o<T, Layout, Barrier>(o, sQ, p.o + head + static_cast<int64_t>(row0) * T::kHeadDim,
+  store_o<T, Layout, Barrier, E>(o, sQ, p.o + head + static_cast<int64_t>(row0) * T::kHeadDim,
                               warp_row0, q_rows, lane);
 }
 
-template <class T, bool kCausal>
+template <class T, bool kCausal, class E>
 __global__ void __launch_bounds__(T::kThreads) attention_fwd_kernel(const Params p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   half* smem = reinterpret_cast<half*>(smem_raw);
   const int m_tiles = (p.seq_len + T::kBlockM - 1) / T::kBlockM;
   Schedule::template run<kCausal>(m_tiles, p.bh, [&](int m_tile, int bh) {
-    attend_tile<T, kCausal>(p, m_tile, bh, smem);
+    attend_tile<T, kCausal, E>(p, m_tile, bh, smem);
   });
 }
 
-template <int D, bool kCausal>
+template <int D, bool kCausal, class E>
 static cudaError_t launch(const Params& p, cudaStream_t stream) {
   using T = ABLATE_SEAM_TILE<D>;
-  auto kernel = attention_fwd_kernel<T, kCausal>;
+  auto kernel = attention_fwd_kernel<T, kCausal, E>;
   // Above 48 KB a block must opt in to its shared memory; once per instance.
   static const cudaError_t opt_in = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Smem<T>::kBytes);
@@ -182,25 +189,40 @@ static cudaError_t launch(const Params& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-extern "C" int ablate_attention_fwd(const void* q, const void* k, const void* v, void* o, int B,
-                                    int H, int S, int D, int causal, float scale, void* stream) {
-  if (!ablate_attention_args_ok(q, k, v, o, B, H, S, D, scale))
+template <class E>
+static cudaError_t launch(const Params& p, int D, int causal, cudaStream_t st) {
+  if (D == 64) return causal ? launch<64, true, E>(p, st) : launch<64, false, E>(p, st);
+  return causal ? launch<128, true, E>(p, st) : launch<128, false, E>(p, st);
+}
+
+extern "C" int ablate_attention_fwd_dtype(const void* q, const void* k, const void* v, void* o,
+                                          int B, int H, int S, int D, int causal, float scale,
+                                          int dtype, void* stream) {
+  if (!ablate_attention_args_ok(q, k, v, o, B, H, S, D, scale) ||
+      (dtype != ABLATE_ATTENTION_FP16 && dtype != ABLATE_ATTENTION_BF16))
     return static_cast<int>(cudaErrorInvalidValue);
   const Params p{static_cast<const half*>(q), static_cast<const half*>(k),
                  static_cast<const half*>(v), static_cast<half*>(o), S, B * H,
                  scale * 1.4426950408889634f};
   const auto st = static_cast<cudaStream_t>(stream);
-  cudaError_t err;
-  if (D == 64) err = causal ? launch<64, true>(p, st) : launch<64, false>(p, st);
-  else err = causal ? launch<128, true>(p, st) : launch<128, false>(p, st);
-  return static_cast<int>(err);
+  return static_cast<int>(dtype == ABLATE_ATTENTION_BF16 ? launch<Bf16>(p, D, causal, st)
+                                                         : launch<Fp16>(p, D, causal, st));
+}
+
+extern "C" int ablate_attention_fwd(const void* q, const void* k, const void* v, void* o, int B,
+                                    int H, int S, int D, int causal, float scale, void* stream) {
+  return ablate_attention_fwd_dtype(q, k, v, o, B, H, S, D, causal, scale, ABLATE_ATTENTION_FP16,
+                                    stream);
 }
 
 // ---- What was compiled ------------------------------------------------------------------
-template <int D>
+// One per head dim and element type: d64, d128 (FP16), d64_bf16, d128_bf16.
+template <int D, class E>
 static std::string config_json() {
   using T = ABLATE_SEAM_TILE<D>;
-  return "{\"name\": \"d" + std::to_string(D) + "\", \"head_dim\": " + std::to_string(D) +
+  const std::string dtype = E::kF16Acc ? "fp16" : "bf16";
+  return "{\"name\": \"d" + std::to_string(D) + (E::kF16Acc ? "" : "_bf16") +
+         "\", \"dtype\": \"" + dtype + "\", \"head_dim\": " + std::to_string(D) +
          ", \"block_m\": " + std::to_string(T::kBlockM) +
          ", \"block_n\": " + std::to_string(T::kBlockN) + ", \"warps\": " +
          std::to_string(T::kWarps) + ", \"threads\": " + std::to_string(T::kThreads) +
@@ -213,6 +235,7 @@ extern "C" const char* ablate_variant_info(void) {
   static const std::string info =
       "{\"pathologies\": " + ablate::names_json(ABLATE_XSTR(ABLATE_PATHOLOGIES)) +
       ", \"seams\": " ABLATE_SEAMS_JSON ", \"configs\": [" +
-      config_json<64>() + ", " + config_json<128>() + "]}";
+      config_json<64, Fp16>() + ", " + config_json<128, Fp16>() + ", " + config_json<64, Bf16>() +
+      ", " + config_json<128, Bf16>() + "]}";
   return info.c_str();
 }

@@ -97,8 +97,9 @@ struct FragmentPerStep {
 };
 
 // O += P V for one key tile. P comes straight from the score registers (the accumulator
-// layout of two n8 tiles is the A layout of one k16 step); V via ldmatrix.trans.
-template <class T, class Layout, class Barrier, class KV>
+// layout of two n8 tiles is the A layout of one k16 step); V via ldmatrix.trans. P and V
+// of element type E.
+template <class T, class Layout, class Barrier, class KV, class E>
 __device__ __forceinline__ void accumulate_pv(float (&o)[T::kMTiles][T::kDTiles][4],
                                               const uint32_t (&p)[T::kMTiles][T::kNTiles][2],
                                               const half* sV, const half* gV, int valid, int lane) {
@@ -112,8 +113,8 @@ __device__ __forceinline__ void accumulate_pv(float (&o)[T::kMTiles][T::kDTiles]
       for (int mi = 0; mi < T::kMTiles; ++mi) {
         const uint32_t a[4] = {p[mi][2 * kk][0], p[mi][2 * kk][1], p[mi][2 * kk + 1][0],
                                p[mi][2 * kk + 1][1]};
-        mma_f32(o[mi][2 * dp], a, vb[0], vb[1]);
-        mma_f32(o[mi][2 * dp + 1], a, vb[2], vb[3]);
+        mma_f32<E>(o[mi][2 * dp], a, vb[0], vb[1]);
+        mma_f32<E>(o[mi][2 * dp + 1], a, vb[2], vb[3]);
       }
       Barrier::sync();
     }

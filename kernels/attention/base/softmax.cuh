@@ -53,8 +53,8 @@ struct OnlineSoftmax {
       for (int h = 0; h < 2; ++h) { m[mi][h] = -INFINITY; l[mi][h] = 0.f; }
   }
 
-  // Turns one tile of scores into FP16 probabilities p (packed as MMA A fragments) and
-  // rescales O. log2(e) * scale is folded into one FFMA per score: p = 2^(s*c - max*c).
+  // Turns one tile of scores into 16-bit probabilities p (of the scores' element type,
+  // ElemOf<Acc>; packed as MMA A fragments) and rescales O. log2(e) * scale is folded into one FFMA per score: p = 2^(s*c - max*c).
   template <class Acc>
   __device__ __forceinline__ void step(const Acc (&s)[kMTiles][kNTiles],
                                        uint32_t (&p)[kMTiles][kNTiles][2],
@@ -75,7 +75,7 @@ struct OnlineSoftmax {
           const float p0 = fast_exp2(fmaf(v.x, scale_log2, -base));
           const float p1 = fast_exp2(fmaf(v.y, scale_log2, -base));
           sum += p0 + p1;
-          p[mi][nt][h] = pack_half2(p0, p1);
+          p[mi][nt][h] = ElemOf<Acc>::type::pack(p0, p1);
         }
         l[mi][h] = l[mi][h] * alpha + sum;
 #pragma unroll

@@ -1,4 +1,4 @@
-// Epilogue: O (FP32 registers) -> FP16 in shared memory -> 16-byte coalesced global stores.
+// Epilogue: O (FP32 registers) -> element type E (FP16, BF16) in shared memory -> 16-byte coalesced global stores.
 #pragma once
 #include "mma.cuh"
 
@@ -6,7 +6,7 @@
 // alias the warp's Q rows: the first __syncwarp keeps one lane's writes from overtaking
 // another lane's last ldmatrix read of them (compute-sanitizer racecheck finds it when no
 // block-wide barrier happens to follow the last key tile).
-template <class T, class Layout, class Barrier>
+template <class T, class Layout, class Barrier, class E>
 __device__ __forceinline__ void store_o(const float (&o)[T::kMTiles][T::kDTiles][4], half* sO,
                                         half* gO, int warp_row0, int valid_rows, int lane) {
   __syncwarp();
@@ -19,7 +19,7 @@ __device__ __forceinline__ void store_o(const float (&o)[T::kMTiles][T::kDTiles]
       for (int dt = 0; dt < T::kDTiles; ++dt)
         *reinterpret_cast<uint32_t*>(sO + Layout::template offset<T::kChunks>(row, dt) +
                                      (lane & 3) * 2) =
-            pack_half2(o[mi][dt][2 * h], o[mi][dt][2 * h + 1]);
+            E::pack(o[mi][dt][2 * h], o[mi][dt][2 * h + 1]);
     }
   __syncwarp();
   Barrier::sync();

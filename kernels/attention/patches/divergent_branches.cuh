@@ -1,6 +1,6 @@
 // divergent_branches: after the row maxima (reduced across each quad with shuffles, so
 // still on one path), odd and even lanes take two copies of the same code: exponentials,
-// row sums, the FP16 packing of P and the rescale of O. Every warp runs both copies, each
+// row sums, the 16-bit packing of P and the rescale of O. Every warp runs both copies, each
 // with half its lanes: the same arithmetic per thread, twice the issue slots.
 #pragma once
 #ifdef ABLATE_DIVERGENT_BRANCHES
@@ -30,7 +30,7 @@ struct DivergentSoftmax : OnlineSoftmax<kMTiles, kNTiles, kDTiles> {
           const float p0 = fast_exp2(fmaf(v.x, scale_log2, -base[mi][h]));
           const float p1 = fast_exp2(fmaf(v.y, scale_log2, -base[mi][h]));
           sum += p0 + p1;
-          p[mi][nt][h] = pack_half2(p0, p1);
+          p[mi][nt][h] = ElemOf<Acc>::type::pack(p0, p1);
         }
         this->l[mi][h] = this->l[mi][h] * alpha[mi][h] + sum;
 #pragma unroll
