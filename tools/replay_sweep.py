@@ -117,7 +117,8 @@ def busy(trace, t0):
         gpu, began, ended = line.split()
         on.setdefault(gpu, []).append((float(began), float(ended)))
     start = time.time() - (time.perf_counter() - t0)
-    return "; " + ", ".join(f"GPU {int(gpu[4:12])}: {len(j)} jobs, busy {sum(e - b for b, e in j):.1f} s, "
+    work = sum(e - b for j in on.values() for b, e in j)
+    return f" (GPU work {work:.1f} s, the control's copies among it); " + ", ".join(f"GPU {int(gpu[4:12])}: {len(j)} jobs, busy {sum(e - b for b, e in j):.1f} s, "
                             f"first at {min(b for b, _ in j) - start:.1f} s, last done at {max(e for _, e in j) - start:.1f} s"
                             for gpu, j in sorted(on.items()))
 
@@ -185,8 +186,8 @@ def main():
         cli()
     finally:
         wall = time.perf_counter() - t0
-        print(f"replay: {a.gpus} stand-in GPU{'s' if a.gpus != 1 else ''}: {wall:.1f} s "
-              f"(GPU work {sum(seconds.values()):.1f} s){busy(tmp / 'trace', t0)}", flush=True)
+        print(f"replay: {a.gpus} stand-in GPU{'s' if a.gpus != 1 else ''}: {wall:.1f} s"
+              f"{busy(tmp / 'trace', t0)}", flush=True)
         if a.trace and (tmp / "trace").exists():
             lines = (tmp / "trace").read_text().splitlines()
             start = time.time() - (time.perf_counter() - t0)
