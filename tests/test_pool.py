@@ -164,3 +164,21 @@ def test_each_gpus_child_is_kept_for_the_next_sweep_under_its_own_name(two_gpus,
     again = worker.run_worker(job("again"), LONG)
     assert again.params["worker_pid"] == served[again.params["gpu_index"]]
     assert again.params["pinned"].startswith("GPU-aaaa" if again.params["gpu_index"] == "0" else "GPU-bbbb")
+
+
+def test_a_job_whose_answer_is_in_already_sends_the_children_their_next_specs(two_gpus):
+    """pool.result reads and sends even where its job's answer was read before: a sweep whose
+    parent records answers that came in meanwhile (~0.3 s a job) must not leave the children
+    idle until a job has to wait (the CPU replay: tools/replay_sweep.py)."""
+    worker.prestart_worker(every=True)
+    assert ready() == [True, True]
+    specs = [job(str(i), s=0.1) for i in range(10)]
+    worker.plan_ahead(specs)  # two to each child, six waiting
+    assert len(pool._pool.pending) == 6
+    time.sleep(1.5)  # each child answered both and waits
+    assert worker.run_worker(specs[0], LONG).params["tag"] == "0"  # reads one answer of each child, sends one more each
+    assert len(pool._pool.pending) == 4 and pool._pool.done
+    time.sleep(1.5)  # the children answered again and wait; job 1's answer was read already
+    assert worker.run_worker(specs[1], LONG).params["tag"] == "1"
+    assert len(pool._pool.pending) == 2  # the children got their next specs all the same
+    assert [worker.run_worker(s, LONG).params["tag"] for s in specs[2:]] == [s["tag"] for s in specs[2:]]

@@ -88,6 +88,27 @@ def test_the_callback_travels_to_workers_without_the_launchers_state(tmp_path):
     setup.progress.close()
 
 
+def test_each_job_start_and_end_reads_the_gpus_answers_and_sends_them_more(tmp_path, monkeypatch):
+    """The callback drains the GPU children at each job's start and end: a job that is not
+    timed (not applicable: ~0.3 s of the parent each, twelve in a row in attention's sweep)
+    would otherwise leave them idle (the CPU replay: tools/replay_sweep.py)."""
+    from types import SimpleNamespace
+
+    from hydra.core.utils import JobStatus
+    from omegaconf import OmegaConf
+
+    from ablate.gpu import worker
+
+    drained = []
+    monkeypatch.setattr(worker, "drain", lambda: drained.append(1))
+    setup = callbacks.SweepSetup()
+    setup.on_job_start(OmegaConf.create({}))
+    assert len(drained) == 1
+    setup.on_job_end(OmegaConf.create({"hydra": {"runtime": {"output_dir": str(tmp_path)}}}),
+                     SimpleNamespace(status=JobStatus.COMPLETED))
+    assert len(drained) == 2
+
+
 def test_the_progress_line_counts_the_jobs_marks(tmp_path, capsys):
     line = progress.Progress(tmp_path, 4, enabled=True, poll_s=3600)
     progress.mark(tmp_path / "0", "ok", "none on s512: ok slowdown 1.000")  # a job of this process: logged here

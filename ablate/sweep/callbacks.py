@@ -257,12 +257,17 @@ class SweepSetup(Callback):
         return n
 
     def on_job_start(self, config, **kwargs):
+        from ablate.gpu.worker import drain
         from ablate.sweep import progress
 
         progress.quiet_console_in_other_processes()
+        drain()  # at each job's edges: a job not timed (not applicable: ~0.2 s of the parent) collects nothing
 
     def on_job_end(self, config, job_return, **kwargs):
+        from ablate.gpu.worker import drain
         from ablate.sweep import progress
+
+        drain()  # the children that answered while this job was recorded get their next specs (tools/replay_sweep.py)
 
         out_dir = Path(config.hydra.runtime.output_dir)
         if job_return.status == JobStatus.FAILED and not (out_dir / progress.MARK).exists():
