@@ -122,3 +122,17 @@ def test_no_headroom_says_nowhere():
     text = findings.text(findings.of(pd.concat([ranked, pd.DataFrame([control])], ignore_index=True)))
     assert "nowhere: no variant is significantly faster than the base" in text
     assert "s: a 1.500x [1.400, 1.600]" in text
+
+
+def test_a_sweep_of_neighbours_alone_says_it_ablated_nothing():
+    """make tune times only tune_*: "nothing carries the speed" would read as a finding about
+    the kernel; the findings say the question was not asked (the neighbour's 9x is in Tunables)."""
+    row = {"shape": "s", "slowdown": 9.0, "slowdown_lo": 8.9, "slowdown_hi": 9.1, "significant": "yes",
+           "expected": "", "counters_verdict": None}
+    ranked = pd.DataFrame([{**row, "pathology": "tune_num_warps_4",
+                            "tuned": '{"name": "num_warps", "base": 8, "value": 4}'}])
+    text = findings.text(findings.of(ranked))
+    assert "nothing: no pathology is a significant slowdown" not in text
+    assert text.count("not asked: only the tunables' neighbours were timed") == 2
+    own = findings.text(findings.of(pd.DataFrame([{**row, "pathology": "a", "significant": "no", "tuned": "none"}])))
+    assert "nothing: no pathology is a significant slowdown" in own and "not asked" not in own

@@ -102,7 +102,7 @@ def of(ranked, unranked=None) -> dict:
     not_applicable}), each a list of dicts (tunables: a DataFrame)."""
     if ranked is None or ranked.empty:
         return {"headroom": [], "carries": [], "free": [], "missed": [], "refuted": [], "unread": 0,
-                "tunables": pd.DataFrame(), "not_applicable": []}
+                "tunables": pd.DataFrame(), "not_applicable": [], "own": False}
     shapes = list(dict.fromkeys(ranked["shape"]))
     sig = ranked["significant"] == "yes"
     # the A/A job "faster" than itself is an unsteady machine, not headroom (README: none is the control)
@@ -151,7 +151,8 @@ def of(ranked, unranked=None) -> dict:
             not_applicable.append({"shape": r["shape"], "pathology": r["pathology"],
                                    "line": f"{r['pathology']} at {r['shape']}: {r['status']}: {why[:200]}"})
     return {"headroom": headroom, "carries": carries, "free": free, "missed": missed, "unread": unread,
-            "refuted": refuted, "tunables": tunables(ranked), "not_applicable": not_applicable}
+            "refuted": refuted, "tunables": tunables(ranked), "not_applicable": not_applicable,
+            "own": not own.empty}
 
 
 def _tuned_of(value):
@@ -206,9 +207,13 @@ def lines(found) -> list[str]:
     out = ["Findings (every number a slowdown = variant time / base time, or a speed-up, with its 95% interval):"]
     out += _section("The base is beaten (a variant significantly faster than the base):", found["headroom"],
                     "nowhere: no variant is significantly faster than the base.")
+    # a sweep of the neighbours alone (make tune) ablates nothing: say so, not "nothing carries the speed"
+    alone = "not asked: only the tunables' neighbours were timed (Tunables, below)."
+    own = found.get("own", True)
     out += _section("What carries the speed (the largest significant slowdowns):", found["carries"],
-                    "nothing: no pathology is a significant slowdown.")
-    out += _section("What is free (not significant: candidates to simplify):", found["free"], "nothing.")
+                    "nothing: no pathology is a significant slowdown." if own else alone)
+    out += _section("What is free (not significant: candidates to simplify):", found["free"],
+                    "nothing." if own else alone)
     missed = _section("Predictions that missed their stated range (the whole interval outside it):",
                       found["missed"], "none.")
     if found.get("unread"):
