@@ -2,7 +2,7 @@
 
     ncu --profile-from-start off ... python -m ablate.gpu.profile_driver SPEC.json
 
-The GPU child of a sweep (ablate/gpu/worker.py) holds its own CUDA context for the whole sweep,
+The GPU child of a sweep (ablate/gpu/child.py) holds its own CUDA context for the whole sweep,
 so the counters are read in a process of their own, started under ncu by ablate/gpu/profile.py.
 SPEC.json: {"kernel_dir", "base_so", "variant_so", "shape", "seed", "launches"}.
 

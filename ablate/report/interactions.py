@@ -35,7 +35,7 @@ BASE = "none"
 
 def replicate_logs(samples_json):
     """A job's replicate log ratios, log(median variant / median base) of each replicate, from
-    its samples.json artifact (ablate/gpu/worker.py: {"replicates": [{candidate: samples}]})."""
+    its samples.json artifact (ablate/gpu/measure.py: {"replicates": [{candidate: samples}]})."""
     reps = json.loads(samples_json)["replicates"] if isinstance(samples_json, str) else samples_json["replicates"]
     return np.log(replicate_ratios([r["base"] for r in reps], [r["variant"] for r in reps]))
 
