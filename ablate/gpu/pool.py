@@ -285,7 +285,7 @@ class Pool:
             self.pending.insert(0, (spec, None))
         # Always once, even where the answer is in already: the children that answered while
         # the parent recorded the jobs before get their next specs now, not when a job must
-        # wait (the CPU replay of attention's 84 jobs on 2 stand-in GPUs, tools/replay_sweep.py:
+        # wait (the CPU replay of the 84-job scale-out sweep on 2 stand-in GPUs, tools/replay_sweep.py:
         # each idle ~1 s otherwise, right after the answers computed during composition).
         self.pump(0)
         while not self.done.get(key) or self._copies_out(key):
