@@ -25,7 +25,7 @@ def test_the_mistuned_base_is_beaten_and_rank_says_so_first(tmp_path):
     rank = subprocess.run([sys.executable, "-m", "ablate.report.rank", "--kernel", "mistuned", "--out",
                            str(tmp_path / "out")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert rank.returncode == 0, rank.stderr
-    print(rank.stdout)  # the lead reads the numbers with -s
+    print(rank.stdout)  # the numbers, for whoever runs it with -s
     head = rank.stdout.split("Ranking (slowdown")[0]
     beaten = [ln for ln in head.splitlines() if "the base is beaten at n64m:" in ln]
     assert any("tune_block_64 runs" in ln and "adopt BLOCK=64 or explain" in ln for ln in beaten), head
