@@ -85,7 +85,7 @@ def main(cfg):
         from ablate.job.job import keep_worker_s
 
         stop_worker(keep_s=keep_worker_s(cfg))
-    tracking.log_job(job, out, parent_run_id())
+    tracking.log_job_soon(job, out, parent_run_id())  # in a sweep of this process, while the next jobs run
     level, line = job_line(job, out)
     log.log(level, "%s", line)
     ends = outcome.fields(job, out, raised)  # the run's exit status reads these (ablate/sweep/outcome.py)

@@ -186,3 +186,16 @@ def test_a_job_whose_answer_is_in_already_sends_the_children_their_next_specs(tw
     assert worker.run_worker(specs[1], LONG).params["tag"] == "1"
     assert len(pool._pool.pending) == 2  # the children got their next specs all the same
     assert [worker.run_worker(s, LONG).params["tag"] for s in specs[2:]] == [s["tag"] for s in specs[2:]]
+
+
+def test_children_take_many_specs_while_the_queue_is_long_and_few_at_its_end():
+    """Deep while the queue holds more than AHEAD_ONE a child (the parent's stretches away from
+    the pool, MLflow's start say, leave no child dry), shallow at its end (the last jobs spread)."""
+    p = pool.Pool(STAND_IN)
+    p.workers = [object(), object()]
+    p.pending = [({"n": i}, None) for i in range(2 * pool.AHEAD_ONE + 1)]
+    assert p._depth() == pool.AHEAD_ONE
+    p.pending = p.pending[:2 * pool.AHEAD_ONE] + [({"copy": 1}, p.workers[0])] * 5  # pinned copies do not count
+    assert p._depth() == pool.AHEAD_MANY
+    p.workers = p.workers[:1]
+    assert p._depth() == pool.AHEAD_ONE  # a lone child: always deep

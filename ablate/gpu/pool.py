@@ -9,8 +9,9 @@ kept between sweeps under its own name: ablate/gpu/kept.py) and hands the next s
 whichever child has room, while the parent waits for a job's answer or reads what was
 answered meanwhile (drain). A lone child takes up to AHEAD_ONE specs at once (it never waits
 for the parent between jobs: the warm README sweep's 21 jobs in ~21 s on the H100); with
-several children each takes AHEAD_MANY, so that a slow job holds back no more than that on
-its GPU while the others take the rest.
+several children each takes as many while the queue is long, and AHEAD_MANY once it is
+short, so that at the sweep's end a slow job holds back no more than that on its GPU while
+the others take the rest.
 
 Which GPUs: every one this process may use (gpus.visible: CUDA_VISIBLE_DEVICES narrows the
 set), each claimed for the sweep (gpus.py's lock file: another sweep on this host waits for
@@ -164,8 +165,18 @@ class Pool:
         return (self.done.get(key) or any(spec_key(s) == key for s, pin in self.pending if pin is None)
                 or any(spec_key(s) == key for w in self.workers for s in w.sent if id(s) not in self.copies))
 
+    def _depth(self):
+        """Specs a child may hold now: AHEAD_ONE while the queue holds more than that for every
+        child, so that the children never run dry while the parent is busy elsewhere (MLflow's
+        start after the composition: ~3 s on the H100's host, the children's two specs ~2 s);
+        AHEAD_MANY once the queue is short, so that the sweep's last jobs spread evenly."""
+        if len(self.workers) == 1:
+            return AHEAD_ONE
+        free = sum(pin is None for _, pin in self.pending)
+        return AHEAD_ONE if free > AHEAD_ONE * len(self.workers) else AHEAD_MANY
+
     def _dispatch(self):
-        depth = AHEAD_ONE if len(self.workers) == 1 else AHEAD_MANY
+        depth = self._depth()
         i = 0
         while i < len(self.pending):
             spec, pin = self.pending[i]

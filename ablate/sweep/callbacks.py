@@ -126,7 +126,7 @@ class SweepSetup(Callback):
         from ablate.build.compile import ARCH_ENV, build
         from ablate.gpu.worker import drain
         from ablate.sweep import resume, tracking
-        from ablate.sweep.design import jobs_of_sweep, sweep_jobs, variants_of_sweep
+        from ablate.sweep.design import jobs_of_sweep, keep_composed, sweep_jobs, variants_of_sweep
         from ablate.sweep.progress import Progress
 
         # Bad input stops the sweep here, before anything is built or recorded: every job is
@@ -136,6 +136,7 @@ class SweepSetup(Callback):
             jobs = jobs_of_sweep(config, jobs=overrides, each=send_built_ahead() if early else None)
         except ValueError as e:
             raise SystemExit(f"ablate: {e}") from None
+        keep_composed(overrides, jobs)  # the launcher runs these configs, not a second composition
         if not jobs:  # a glob that matches nothing: one line, before Hydra launches no job
             from ablate.sweep.outcome import empty_selection
 
@@ -202,6 +203,7 @@ class SweepSetup(Callback):
                 len(results) - found - len(failed),
                 f"; failed: {', '.join(failed)} (their jobs record build_failed)" if failed else "")
         self.progress = Progress(config.hydra.sweep.dir, len(jobs))
+        tracking.record_later(self.launcher == "basic")  # each job's record in a thread of its own
 
     def _serve_store(self, config, launcher):
         """Jobs in several processes log through one MLflow server, never into the sqlite file
@@ -290,11 +292,15 @@ class SweepSetup(Callback):
             self.progress = None
         # The sweep's GPU child, idle now: kept for the next sweep, or ended (atexit would do it later).
         stop_worker(keep_s=keep_worker_s(config))
+        tracking.record_later(False)  # every job's record in the store before its sweep's run ends
         if self.run_id is not None:
             tracking.end_sweep(self.run_id, "KILLED" if self._not_run(config) else "FINISHED", config)
         self._stop_server()
         from ablate.build.compile import ARCH_ENV
 
+        from ablate.sweep.design import keep_composed
+
+        keep_composed([], [])
         os.environ.pop(SWEEP_RUN_ENV, None)
         os.environ.pop(ARCH_ENV, None)
         self.run_id = None

@@ -57,6 +57,24 @@ def job_configs(config, jobs=None):
             for overrides in (sweep_jobs(config) if jobs is None else jobs))
 
 
+_composed = {}  # tuple(overrides): the config the callback composed for that job, for its launcher
+
+
+def keep_composed(overrides, jobs):
+    """Hand each job's config, composed once by the callback (jobs_of_sweep), to the launcher
+    that runs it (hydra_plugins/ablate_sweeper: ComposedOnce), instead of composing it again:
+    Hydra's composition is ~0.1 s a job on the H100's host, and the launcher's, one job after
+    another, held back the GPUs of a sweep on two (docs/benchmarks.md, "Every GPU"). `[]`
+    forgets them (the sweep's end)."""
+    _composed.clear()
+    _composed.update({tuple(o): job.cfg for o, job in zip(overrides, jobs)})
+
+
+def take_composed(overrides):
+    """The config composed for these overrides, once (None where none is kept)."""
+    return _composed.pop(tuple(overrides), None)
+
+
 def jobs_of_sweep(config, jobs=None, each=None) -> list:
     """The Job of every job of a multirun, in job order; ValueError naming the first bad one.
     `each(job)`, where given, is called with each as soon as it is worked out (the callback

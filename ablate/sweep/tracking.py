@@ -221,9 +221,11 @@ def end_sweep(run_id, status="FINISHED", cfg=None):
         log.error("MLflow: could not mark sweep run %s %s: %s", run_id, status, e)
 
 
-def log_job(job, result, parent_run_id=None):
+def log_job(job, result, parent_run_id=None, key=None):
     """Log one job's Result as a run (a child of `parent_run_id` when given); return its id,
-    or None when the store could not even create the run (the result is then saved as JSON)."""
+    or None when the store could not even create the run (the result is then saved as JSON).
+    `key`: the job's resume tags (keys.job_tags), where worked out already (in the job's
+    thread: Hydra's config there is this job's)."""
     if not isinstance(result, Result):
         raise TypeError(f"log_job: result must be a Result, got {type(result).__name__}")
     from mlflow import MlflowClient
@@ -238,7 +240,7 @@ def log_job(job, result, parent_run_id=None):
         params = job_params(job, result)
         uri = tracking_uri(cfg)
         client = MlflowClient(tracking_uri=uri)
-        tags = job_tags(job, result, params, client, parent_run_id)
+        tags = job_tags(job, result, params, client, parent_run_id, key)
         run_id = client.create_run(experiment_id(client, job.experiment, uri),
                                    tags=tags, run_name=name).info.run_id
     except Exception as e:
@@ -266,6 +268,61 @@ def log_job(job, result, parent_run_id=None):
     if problems:
         _report(cfg, result, name, problems, run_id)
     return run_id
+
+
+# A sweep in this process records each job in one thread of its own, in job order, while
+# the next jobs run: the record (~500 params and metrics into the store, ~0.1-0.2 s a job on
+# the H100's host) held the launching process, and with it the GPUs of a sweep on two
+# (docs/benchmarks.md, "Every GPU"). The sweep's callback turns it on (record_later) and
+# waits for the last record (flush) before it closes the sweep's run; so does the process's
+# exit. At most LATER_MAX records wait: a sweep killed outright loses no more than those,
+# which its rerun times again (ablate/sweep/resume.py).
+LATER_MAX = 4
+_later = {"on": False, "pool": None, "waiting": []}
+
+
+def record_later(on):
+    """Record the jobs of this process's sweep in the writer thread (True), or as they end
+    (False, after waiting for what is queued)."""
+    if not on:
+        flush()
+        if _later["pool"] is not None:  # its thread ended: the process's exit need not wait for it
+            _later["pool"].shutdown(wait=True)
+            _later["pool"] = None
+    _later["on"] = bool(on)
+
+
+def log_job_soon(job, result, parent_run_id=None):
+    """log_job now, or in the writer thread where the sweep turned it on (record_later)."""
+    if not _later["on"]:
+        return log_job(job, result, parent_run_id)
+    if _later["pool"] is None:
+        import atexit
+        from concurrent.futures import ThreadPoolExecutor
+
+        _later["pool"] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ablate-record")
+        atexit.register(flush)
+    waiting = _later["waiting"]
+    while len(waiting) >= LATER_MAX:
+        _settle(waiting.pop(0))
+    from ablate.sweep.keys import job_tags as key_tags
+
+    key = key_tags(job.cfg) if parent_run_id else None  # here: Hydra's config is this job's, not the next's
+    waiting.append(_later["pool"].submit(log_job, job, result, parent_run_id, key))
+    return None
+
+
+def flush():
+    """Wait for every record queued by log_job_soon."""
+    while _later["waiting"]:
+        _settle(_later["waiting"].pop(0))
+
+
+def _settle(future):
+    try:
+        future.result()
+    except Exception as e:  # log_job reports what the store refused; this is anything else
+        log.error("MLflow: a job's record failed: %s: %s", type(e).__name__, e)
 
 
 def job_params(job, result):
@@ -299,7 +356,7 @@ def job_params(job, result):
     return {k: _text(v) for k, v in params.items()}
 
 
-def job_tags(job, result, params, client, parent_run_id):
+def job_tags(job, result, params, client, parent_run_id, key=None):
     tags = {
         "kind": "job",
         "kernel": params["kernel"],
@@ -315,12 +372,21 @@ def job_tags(job, result, params, client, parent_run_id):
         tags["mlflow.parentRunId"] = parent_run_id
         from ablate.sweep.keys import job_tags as key_tags
 
-        tags.update(key_tags(job.cfg))  # a rerun of an interrupted sweep finds it (job_key: sweep/resume.py)
+        tags.update(key_tags(job.cfg) if key is None else key)  # a rerun of an interrupted sweep finds it (sweep/resume.py)
         try:
-            tags["sweep_id"] = client.get_run(parent_run_id).data.tags.get("sweep_id", "unknown")
+            tags["sweep_id"] = _sweep_id(client, parent_run_id)
         except Exception as e:
             log.error("MLflow: parent run %s not readable (%s); job logged without sweep_id", parent_run_id, e)
     return tags
+
+
+_sweep_ids = {}  # parent run id: its sweep_id tag, read once a sweep, not once a job
+
+
+def _sweep_id(client, parent_run_id):
+    if parent_run_id not in _sweep_ids:
+        _sweep_ids[parent_run_id] = client.get_run(parent_run_id).data.tags.get("sweep_id", "unknown")
+    return _sweep_ids[parent_run_id]
 
 
 def _log_batches(client, run_id, params, result, problems):
