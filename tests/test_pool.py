@@ -199,3 +199,18 @@ def test_children_take_many_specs_while_the_queue_is_long_and_few_at_its_end():
     assert p._depth() == pool.AHEAD_MANY
     p.workers = p.workers[:1]
     assert p._depth() == pool.AHEAD_ONE  # a lone child: always deep
+
+
+def test_a_control_behind_a_hang_is_still_timed_on_every_gpu(two_gpus):
+    """The hang's child ends with the specs behind it: the control among them goes back to its
+    own GPU, not to the other (which times its copy already: the spread would then be one GPU's)."""
+    worker.prestart_worker(every=True)
+    assert ready() == [True, True]
+    hang = job("hang", timeout_s=3.0, do="hang")
+    control = job("none", base_so="/b/base.so", variant_so="/b/base.so", launches=1, sm_fraction=None)
+    worker.plan_ahead([hang, job("y", s=0.1), control])
+    (hang_w,) = [w for w in pool._pool.workers if any(s is hang for s in w.sent)]
+    assert any(s is control for s in hang_w.sent)  # the control waits behind the hang
+    assert worker.run_worker(hang, 3.0).status == "timeout"
+    out = worker.run_worker(control, LONG)
+    assert out.status == "ok" and out.params["control_gpus"] == "0,1", out.params

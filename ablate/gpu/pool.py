@@ -139,7 +139,9 @@ class Pool:
 
     def _requeue(self, w, specs):
         """Specs `w` lost (its child ended) back to the front of the queue: the jobs' specs for
-        any child, a control's copy for `w` alone (dropped with `w`)."""
+        any child, a control's copy for `w` alone (dropped with `w`), and a control whose copies
+        the other GPUs time for `w` too (on another GPU it would be timed twice there, and
+        never on w's: a hang ahead of it on two H200s left the control on one GPU)."""
         back = []
         for spec in specs:
             if id(spec) in self.copies:
@@ -148,6 +150,8 @@ class Pool:
                 else:
                     key, _ = self.copies.pop(id(spec))
                     self.extras.setdefault(key, [])
+            elif w in self.workers and is_control(spec) and spec_key(spec) in self.copied:
+                back.append((spec, w))
             else:
                 back.append((spec, None))
         self.pending[0:0] = back
