@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ablate.job import plugins
+from conftest import kept_build_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -138,8 +139,10 @@ def test_the_readme_command_with_a_home_kernel_path_runs_from_any_folder(tmp_pat
     assert new_kernel.main(["my_kernel", str(home / "kernels")]) == 0
     env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(ROOT),
            "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    # the build is the means here: kept between sessions (a plugin outside the project is named
+    # by its content, not its folder: ablate/build/compile.py, _digest)
     command = [sys.executable, "-m", "ablate", "-m", "kernel=my_kernel", "kernel_path=[~/kernels]",
-               "pathology=glob(*)", "mode=static", "build.jobs=1", f"build.dir={tmp_path / 'build'}"]
+               "pathology=glob(*)", "mode=static", "build.jobs=1", f"build.dir={kept_build_dir('scaffold_my_kernel')}"]
     proc = subprocess.run(command, cwd=home, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # its own pathology and the base, and the 8 generic ones: none failed (some may not apply)

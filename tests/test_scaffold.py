@@ -12,6 +12,7 @@ import pytest
 from mlflow import MlflowClient
 
 from ablate.tools import new_kernel
+from conftest import kept_build_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,11 +25,11 @@ def digest(folder):
     return h.hexdigest()
 
 
-def sweep(tmp_path, plugins_dir, *extra):
+def sweep(tmp_path, plugins_dir, *extra, build_dir=None):
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
     return subprocess.run(
         [sys.executable, "-m", "ablate", "-m", "kernel=my_axpy", f"kernel_path=[{plugins_dir}]",
-         "pathology=glob(*)", *extra, f"build.dir={tmp_path / 'build'}",
+         "pathology=glob(*)", *extra, f"build.dir={build_dir or tmp_path / 'build'}",
          f"hydra.sweep.dir={tmp_path / 'multirun'}"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
@@ -43,7 +44,9 @@ def test_a_scaffolded_plugin_sweeps_and_ranks_without_touching_ablate(tmp_path):
         "conf/shape/n16m.yaml", "patches/scalar_loads.cuh", "spec.py"]
     assert "ablate_my_axpy_fwd" in (folder / "base" / "my_axpy.cu").read_text()
 
-    proc = sweep(tmp_path, plugins_dir, "mode=static")
+    # the scaffold's libraries are the means here: kept between sessions (a copy of a plugin
+    # outside the project is named by its content, not its folder: ablate/build/compile.py)
+    proc = sweep(tmp_path, plugins_dir, "mode=static", build_dir=kept_build_dir("scaffold_my_axpy"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")

@@ -25,14 +25,22 @@ FIXTURES = ROOT / "tests" / "fixtures" / "plugins"
 
 
 def sweep(kernel, build_dir, kernel_path=(FIXTURES,)):
-    """{pathology: Result} of every pathology of the kernel, statically for sm_90."""
+    """{pathology: Result} of every pathology of the kernel, statically for sm_90: every
+    variant built in one build first, as a sweep's callback builds them (ablate/sweep/callbacks.py;
+    one compile process forks them all: ablate/build/triton_forks.py), then each job run."""
+    from ablate.build.compile import build
+    from ablate.sweep.design import variants_of_sweep
+
     plugin = plugins.load(kernel, list(kernel_path))
-    out = {}
-    for name in plugin.options("pathology"):
-        cfg = plugins.compose(kernel, [f"pathology={name}", "mode=static", f"build.dir={build_dir}",
-                                       "build.arch=sm_90"], kernel_path=list(kernel_path))
-        out[name] = run_job(make_job(cfg))
-    return out
+    jobs = {name: make_job(plugins.compose(kernel, [f"pathology={name}", "mode=static", f"build.dir={build_dir}",
+                                                    "build.arch=sm_90"], kernel_path=list(kernel_path)))
+            for name in plugin.options("pathology")}
+    first = next(iter(jobs.values()))
+    variants = variants_of_sweep(list(jobs.values()))
+    if first.base.name not in [v.name for v in variants]:
+        variants.insert(0, first.base)
+    build(variants, first.cfg.build, first.plugin, ROOT)
+    return {name: run_job(job) for name, job in jobs.items()}
 
 
 def assert_every_job_ok_or_not_applicable(results):
@@ -129,6 +137,34 @@ def test_a_heuristics_kernel_sweeps_statically_its_values_computed_per_instance(
         assert kernel.instance(spec.args(triton_aot.fake_inputs(spec, shape), shape))[0] == instance
     assert triton_target.heuristic_values(triton_target.load(str(plugin.dir), spec.TRITON), {"n": 1000},
                                           {"BLOCK": 1000, "EVEN": False}) == {}  # a given value is left to it
+
+
+def test_one_process_forks_every_variants_compile_and_a_failure_stays_its_own(tmp_path, monkeypatch):
+    """A build's Triton variants are compiled by one process that imports torch and Triton once
+    and forks a child per variant (ablate/build/triton_forks.py), not one process each (~3.5 s
+    of CPU a variant on the 2-core machine); a variant that fails is that variant's failure,
+    with its own log, and the others build."""
+    import subprocess
+
+    from ablate.build.compile import build
+    from ablate.job.variant import variant_from_cfg
+
+    plugin = plugins.load("even_axpy", [FIXTURES])
+    cfg = plugins.compose("even_axpy", ["pathology=none", "mode=static", f"build.dir={tmp_path}", "build.arch=sm_90"],
+                          kernel_path=[FIXTURES])
+    variants = [variant_from_cfg({name: {"meta": meta}}, plugin.dir)
+                for name, meta in (("warps2", {"num_warps": 2}), ("warps8", {"num_warps": 8}),
+                                   ("typo", {"BLOCK_Q": 64}))]
+    started, real = [], subprocess.run
+    monkeypatch.setattr(triton_aot.subprocess, "run", lambda cmd, *a, **k: started.append(cmd) or real(cmd, *a, **k))
+    results = build(variants, cfg.build, plugin, ROOT)
+    assert len(started) == 1 and started[0][1:3] == ["-m", "ablate.build.triton_forks"], started
+    assert results["warps2"].ok and results["warps8"].ok, results["warps2"].log + results["warps8"].log
+    for name in ("warps2", "warps8"):  # each its own ptxas report, and no other's failure
+        assert results[name].ptxas and "BLOCK_Q" not in results[name].log, results[name].log
+    assert not results["typo"].ok and "BLOCK_Q" in results["typo"].log and "ptxas" not in results["typo"].log
+    assert "error: the Triton compile exited 1" in results["typo"].log
+    assert not list(tmp_path.glob(".*.request.json*")) and not list(tmp_path.glob(".*cache*"))  # nothing left
 
 
 def package_plugin(tmp_path, target, module_text=None):

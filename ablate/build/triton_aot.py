@@ -14,14 +14,15 @@ target=GPUTarget("cuda", capability, 32), options)`. The library of a variant is
 `<digest>.triton.json`, beside a folder `<digest>.triton/` holding each instance's cubin, PTX
 and Triton metadata; the digest hashes the plugin's Python, the effective meta-parameters, the
 instances, the target, Triton's version and this file. Each variant compiles in a process of
-its own (`python -m ablate.build.triton_aot REQUEST.json`), several at once (build.jobs).
+its own, several at once (build.jobs), forked by one process that imports torch and Triton
+once (ablate/build/triton_forks.py); `python -m ablate.build.triton_aot REQUEST.json` compiles
+one by hand.
 
 ptxas's own report (`-v`, which Triton passes; knobs.nvidia.dump_ptxas_log prints it) is the
 build log, with the function's name replaced by the instance's, so that ablate/build/ptxas.py
 reads registers and spills per instance; the SASS is cuobjdump's of each cubin (sass.read).
 A GPU loads the very cubins (ablate/build/triton_launch.py).
 """
-import concurrent.futures
 import fcntl
 import functools
 import hashlib
@@ -160,8 +161,7 @@ def build(variants, build_dir: Path, jobs: int, kernel, root, arch: str, result)
         for name, (variant, request, digest) in plans.items():
             if request is not None and not (build_dir / f"{digest}{SUFFIX}").is_file():
                 todo.setdefault(digest, request)
-        with concurrent.futures.ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-            list(pool.map(lambda item: _compile(build_dir, *item, root), todo.items()))
+        _compile(build_dir, todo, root, jobs or os.cpu_count() or 1)
         # Read while the lock is held, as compile.build does: another build of this folder
         # (the tests' two processes share one) would rewrite a failure's log.
         return _results(plans, todo, build_dir, arch, result)
@@ -244,24 +244,41 @@ def digest_of(request, kernel) -> str:
     return h.hexdigest()[:16]
 
 
-def _compile(build_dir: Path, digest: str, request: dict, root: Path):
-    """One variant's compile process; on success its manifest and log are moved into place."""
-    tmp = build_dir / f".{digest}.request.json"
-    tmp.write_text(json.dumps({**request, "out": str(build_dir), "digest": digest}))
-    # A fresh cache of Triton's own per compile: a hit in a shared one would skip ptxas, and
-    # with it the report that is the build log (the base and half_sms compile the same kernel).
-    with tempfile.TemporaryDirectory(prefix=f".{digest}.cache.", dir=build_dir) as cache:
-        run = subprocess.run([sys.executable, "-m", "ablate.build.triton_aot", str(tmp)], cwd=root,
-                             env={**os.environ, "TRITON_CACHE_DIR": cache}, capture_output=True, text=True,
-                             check=False)
-    tmp.unlink(missing_ok=True)
-    log = f"python -m ablate.build.triton_aot ({request['variant']}: meta {request['meta']})\n" + run.stdout + run.stderr
-    if run.returncode == 0 and (build_dir / f"{digest}{SUFFIX}").is_file():
-        (build_dir / f"{digest}.log").write_text(log)
-        (build_dir / f"{digest}.failed.log").unlink(missing_ok=True)
-    else:
-        (build_dir / f"{digest}{SUFFIX}").unlink(missing_ok=True)
-        (build_dir / f"{digest}.failed.log").write_text(log + f"\nerror: the Triton compile exited {run.returncode}\n")
+def fork_outputs(request: Path) -> tuple[Path, Path, Path]:
+    """Where the compile child of `request` writes its stdout, its stderr and its exit status
+    (ablate/build/triton_forks.py)."""
+    return tuple(request.with_name(f"{request.name}.{ext}") for ext in ("out", "err", "rc"))
+
+
+def _compile(build_dir: Path, todo: dict, root: Path, jobs: int):
+    """Each variant of `todo` ({digest: request}) compiled in a process of its own, `jobs` at
+    once, forked by one process that imports torch and Triton once (ablate/build/triton_forks.py);
+    on success its manifest and log are moved into place."""
+    if not todo:
+        return
+    requests = {}
+    for digest, request in todo.items():
+        requests[digest] = build_dir / f".{digest}.request.json"
+        requests[digest].write_text(json.dumps({**request, "out": str(build_dir), "digest": digest}))
+    run = subprocess.run([sys.executable, "-m", "ablate.build.triton_forks", str(jobs),
+                          *(str(r) for r in requests.values())], cwd=root, capture_output=True, text=True,
+                         check=False)
+    for digest, request in todo.items():
+        files = fork_outputs(requests[digest])
+        try:
+            out, err, code = (f.read_text(errors="replace") for f in files)
+            returncode = int(code)
+        except (OSError, ValueError):  # the forking process ended before this variant's child did
+            out, err, returncode = run.stdout, run.stderr, run.returncode or 1
+        for f in (requests[digest], *files):
+            f.unlink(missing_ok=True)
+        log = f"python -m ablate.build.triton_aot ({request['variant']}: meta {request['meta']})\n" + out + err
+        if returncode == 0 and (build_dir / f"{digest}{SUFFIX}").is_file():
+            (build_dir / f"{digest}.log").write_text(log)
+            (build_dir / f"{digest}.failed.log").unlink(missing_ok=True)
+        else:
+            (build_dir / f"{digest}{SUFFIX}").unlink(missing_ok=True)
+            (build_dir / f"{digest}.failed.log").write_text(log + f"\nerror: the Triton compile exited {returncode}\n")
 
 
 # ---- the compile process ----------------------------------------------------------------------
