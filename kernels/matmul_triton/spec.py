@@ -56,10 +56,16 @@ CANDIDATES = {
     # skinny m (decode): one tile row of 64, B streamed from DRAM once, deep pipelines
     "m64": {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4},   # 4 x 48 + 16
     "m64_n64": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 6},  # 6 x 32 + 8
+    # a program per tile, shallower: 2 programs fit an SM (3 x 32 + 8 KiB), so that all 224
+    # tiles of a decode up-projection are in flight at once instead of 1.7 persistent waves
+    "m64_tiles": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3,
+                  "PERSISTENT": False},
     # m <= 16: 16-row tiles (mma.sync, not wgmma: a warpgroup's wgmma is 64 rows)
     "m16": {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 6},   # 6 x 20 + 2
     "m16_n128": {"BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 5},  # 5 x 36 + 4
     "m16_n32": {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 256, "num_warps": 4, "num_stages": 6},    # 6 x 24 + 1
+    "m16_tiles": {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4,  # 4 x 20 + 2,
+                  "PERSISTENT": False},                                                          # 2 an SM
 }
 
 
