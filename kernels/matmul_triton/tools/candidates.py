@@ -18,7 +18,8 @@ Printed per shape: each candidate's median us per launch, p10-p90 and time / cuB
 first, `<- chosen` beside spec.choose's pick. Then one line per shape: the chosen candidate
 and the fastest, each as time / cuBLAS, and `BEATEN` where the fastest beats the choice by
 more than --margin (2%): those are the shapes whose rule in spec.RULES the figures say to
-change. --out writes every figure as JSON.
+change. --out writes every figure as JSON (after each shape, so a run cut short keeps what
+it measured).
 """
 import argparse
 import fnmatch
@@ -96,7 +97,8 @@ def time_shape(plugin, shape, kernels, args):
     for r in range(args.replicates):
         sets = timing.make_inputs(spec, shape, n_sets, 1 + r, "cuda")
         candidates, peer_skipped, optional = timing.candidates(spec, sets, shape, ok, ["cublas"])
-        samples, _, dropped = timing.measure(candidates, n_sets, bench, optional=optional)
+        # a candidate whose graph cannot be captured is dropped with why, as a peer is
+        samples, _, dropped = timing.measure(candidates, n_sets, bench, optional=[*optional, *ok])
         skipped.update(peer_skipped)
         skipped.update(dropped)
         for name, s in samples.items():
@@ -183,6 +185,7 @@ def main(argv=None):
         print("\n".join(lines) + f"\n  ({time.monotonic() - t:.1f} s)", flush=True)
         out["shapes"][name] = {"shape": shape, "rows": rows, "skipped": skipped}
         out["summary"].append(summary)
+        write(args.out, out)  # after every shape: a run cut short keeps what it measured
     print("\n| shape | chosen | chosen / cuBLAS | fastest | fastest / cuBLAS | |\n| --- | --- | ---: | --- | ---: | --- |")
     for s in out["summary"]:
         def f(x):
@@ -192,10 +195,14 @@ def main(argv=None):
               f"{f(s['best_vs_cublas'])} | {flag} |")
     print(f"\ntotal {time.monotonic() - t0:.0f} s on {out['gpu']}")
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(out, indent=1))
         print(f"wrote {args.out}")
     return 0
+
+
+def write(path, out):
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":
