@@ -177,3 +177,25 @@ def test_the_benchmark_times_each_shape_on_the_base_of_that_shape():
     assert default.base.base_meta == SPEC.META
     rmsnorm = plugins.load("rmsnorm")
     assert shape_base_job(rmsnorm, [], [], "whatever", "the default job") == "the default job"
+
+
+@pytest.mark.parametrize("shape_name", ["decode_m1_bf16", "decode_m64_bf16"])
+def test_every_pathology_keeps_its_fingerprint_on_a_skinny_base_or_is_declared_not_applicable(shape_name):
+    """Static jobs over the 16-row (m16) and 64-row (m64_n64) bases the skinny shapes choose:
+    each hand-written and generic pathology builds and its fingerprint holds there, but those
+    spec.not_applicable declares (with why) and no_fp_fusion (equal machine code, as at every
+    shape)."""
+    pytest.importorskip("triton")
+    from ablate.pipeline import run_job
+
+    names = [p for p in MATMUL.options("pathology") if not p.startswith("tune_") and p != "none"]
+    outcomes = {p: run_job(make_job(compose(shape_name, p), shape_name)) for p in names}
+    declared = {p for p, r in outcomes.items() if r.status == "not_applicable" and "declares it not applicable" in r.error}
+    assert declared == {"no_grouping", "small_tiles"}, {p: outcomes[p].error for p in declared}
+    for name, r in outcomes.items():
+        if name in declared or name == "no_fp_fusion":
+            assert r.status == "not_applicable", (name, r.status, r.error)
+            continue
+        assert r.status == "static" and r.metrics["fingerprint_ok"] == 1, (name, r.status, r.error)
+        assert r.params["base_meta_from"] == "spec.base_meta(shape)"
+        assert '"BLOCK_M": %d' % SPEC.base_meta(shape(shape_name))["BLOCK_M"] in r.params["base_meta"]
