@@ -43,6 +43,9 @@ def run_job(job) -> Result:
     if getattr(job.plugin.spec, "META_FROM", None) == "autotune":  # which config of the autotuner is the base
         params["base_meta"] = json.dumps(job.base.base_meta or job.plugin.spec.META, sort_keys=True)
         params["base_meta_from"] = "autotuner" if job.base.base_meta else "first autotune config"
+    elif job.base.base_meta:  # a configuration chosen by shape (spec.base_meta)
+        params["base_meta"] = json.dumps(job.base.base_meta, sort_keys=True)
+        params["base_meta_from"] = "spec.base_meta(shape)"
     info = variant_info(var.lib, job.plugin.spec, job.variant.pathologies)
     artifacts = {"ptxas.log": var.log, "variant_info.json": json.dumps(info, indent=1)}
     params["build_cached"] = var.cached

@@ -67,7 +67,7 @@ def test_every_variant_builds_for_sm_90_without_a_gpu(built):
         assert r.ok, f"{name}: {r.log}"
         assert r.lib.name == f"{r.digest}.triton.json" and r.arch == "sm_90"
         # ptxas's own report, per instance: registers and spills read as nvcc's are
-        assert set(r.ptxas["kernels"]) == {"fp16", "bf16"}, r.log
+        assert set(r.ptxas["kernels"]) == set(MATMUL.spec.INSTANCES), r.log  # fp16, bf16, *_m1, *_odd
         assert r.ptxas["max_registers"] > 0
         manifest = json.loads(r.lib.read_text())
         assert manifest["capability"] == 90
@@ -127,11 +127,15 @@ def test_a_shape_runs_the_instance_its_specialization_takes():
     assert spec.instance_of({"m": 8192, "n": 14336, "k": 4096, "dtype": "bf16"}) == "bf16"
     assert spec.instance_of({"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16"}) == "fp16"
     assert spec.instance_of({"m": 4095, "n": 4096, "k": 4096, "dtype": "fp16"}) is None  # M not a multiple of 16
+    assert spec.instance_of({"m": 1, "n": 14336, "k": 4096, "dtype": "fp16"}) == "fp16_m1"  # 1: a constant
+    assert spec.instance_of({"m": 3000, "n": 5000, "k": 1000, "dtype": "bf16"}) == "bf16_odd"
+    assert spec.instance_of({"m": 3000, "n": 5000, "k": 1024, "dtype": "bf16"}) is None  # k alone a multiple of 16
     for shape_file in (MATMUL.conf / "shape").glob("*.yaml"):  # every shipped shape has its instance
         from omegaconf import OmegaConf
 
         shape = spec.validate_shape(OmegaConf.to_container(OmegaConf.load(shape_file)))
-        assert spec.instance_of(shape) == shape["dtype"], shape_file.name
+        kind = "_m1" if shape["m"] == 1 else "_odd" if shape["m"] % 16 else ""
+        assert spec.instance_of(shape) == shape["dtype"] + kind, shape_file.name
 
 
 def test_the_launcher_refuses_arguments_no_instance_was_built_for(built):

@@ -103,7 +103,8 @@ def make_job(cfg, shape_name=None) -> Job:
     made = {key: variant_from_cfg(c, plugin.dir) for key, c in configs.items()}
     variant, base = made.pop(""), made.pop(BASE)
     check_language(plugin, variant)
-    if tuned := autotuned_base(plugin, shape, cfg):  # every variant of the job on the autotuner's base
+    # every variant of the job on the autotuner's base, or on the spec's base at this shape
+    if tuned := autotuned_base(plugin, shape, cfg) or shape_base(plugin, shape):
         variant, base = replace(variant, base_meta=tuned), replace(base, base_meta=tuned)
         made = {k: replace(v, base_meta=tuned) for k, v in made.items()}
     for name in variant.pathologies:
@@ -132,6 +133,22 @@ def autotuned_base(plugin, shape, cfg) -> dict:
         triton_autotune.say_static_base(plugin)
         return {}
     return {**tuned, **plugin.spec.META_DECLARED}  # the spec's META overrides the autotuner
+
+
+def shape_base(plugin, shape) -> dict:
+    """A Triton kernel's base META chosen by shape: its spec's `base_meta(shape)` (every key one
+    of META's), in every mode; {} where the spec has none. ValueError naming spec.base_meta."""
+    says = getattr(plugin.spec, "base_meta", None) if plugin.language == "triton" else None
+    if says is None:
+        return {}
+    meta = says(shape)
+    if not isinstance(meta, dict) or not meta:
+        raise ValueError(f"kernel {plugin.name!r}: spec.base_meta(shape) must return the base's META at the shape "
+                         f"(a non-empty dict), got {meta!r}")
+    unknown = sorted(set(meta) - set(plugin.spec.META))
+    if unknown:
+        raise ValueError(f"kernel {plugin.name!r}: spec.base_meta(shape) gives {unknown}, which are not in its META")
+    return {**plugin.spec.META, **meta}
 
 
 def keep_worker_s(cfg) -> float:

@@ -95,6 +95,8 @@ OPTIONAL = {
     "not_applicable": "not_applicable(pathology, shape) -> why the pathology does not apply at this "
                       "shape (its job is not_applicable with that reason, nothing built), or None "
                       "(default: every pathology applies at every shape)",
+    "base_meta": "base_meta(shape) -> a Triton kernel's base META at this shape (a configuration chosen by "
+                 "shape; default: META at every shape)",
     "label": "label(shape) -> a readable one-line description of a shape",
     "PEERS": "{name: make(shape) -> run(inputs)}: other implementations timed beside it",
     "DEFAULT_PEERS": "the peers a job times when bench.peers is null (default: all)",

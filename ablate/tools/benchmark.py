@@ -16,6 +16,7 @@ overwrites).
 """
 import argparse
 import datetime
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -104,6 +105,18 @@ def build_base(job):
     if result.status != "built":  # one line, as a sweep's failing base (ablate/sweep/outcome.py)
         raise SystemExit(f"the base kernel failed to build: {first_error(result.log)} (log: {result.log_path})")
     return result.lib
+
+
+def shape_base_job(plugin, kernel_path, overrides, shape_name, default):
+    """The job whose base runs `shape_name`: the default shape's `default` where the kernel's
+    base is one at every shape, else a job composed at that shape (a Triton spec's
+    base_meta(shape): a configuration chosen by shape)."""
+    from ablate.job.job import make_job
+
+    if getattr(plugin.spec, "base_meta", None) is None or plugin.language != "triton":
+        return default
+    cfg = plugins.compose(plugin.name, ["pathology=none", f"shape={shape_name}", *overrides], kernel_path)
+    return make_job(cfg, shape_name)
 
 
 def time_shape(kernel, shape, bench, peers):
@@ -214,13 +227,18 @@ def run(args, argv):
     from ablate.gpu.check import check
     from ablate.build.library import load
 
-    kernel = load(build_base(job), plugin.spec)
+    kernels = {}  # library -> its loaded kernel: the base is built for each shape (shape_base_job)
     peaks.use_dir(job.peaks_dir)
     before = gpu_state_now()
     ceiling = peaks.peak(plugin.spec.WORK, torch.cuda.current_device())
     header = header_lines(plugin, cfg.bench, before, ceiling)
     rows, notes = [], [state_line("before", before)]
     for name, shape in shapes.items():
+        here = shape_base_job(plugin, kernel_path, overrides, name, job)
+        lib = build_base(here)
+        kernel = kernels.setdefault(str(lib), load(lib, plugin.spec))
+        if here.base.base_meta:  # a configuration chosen by shape: which one this shape's base is
+            notes.append(f"{name}: base META {json.dumps(here.base.base_meta, sort_keys=True)}")
         gate = check(kernel, shape, cfg.bench.tolerance, seed=cfg.bench.seed)
         if not gate["ok"]:
             raise SystemExit(f"the base is incorrect on {name} ({plugin.label(shape)}): "

@@ -3,15 +3,27 @@ as meta-parameters that the pathologies override (conf/pathology/*.yaml).
 
 A Triton plugin's spec (docs/design.md, "Triton kernels"): TRITON names the @triton.jit
 function, META the base's constexprs and compile options, grid(shape, meta) its launch, and
-INSTANCES one shape of each specialization the compiled library holds (fp16, bf16: every
-dimension a multiple of 16, as Triton's JIT specializes them). The function's arguments are
-bound by name: a, b, c are the tensors, M, N, K and the strides come from PARAMS.
+INSTANCES one shape of each specialization the compiled library holds. The function's
+arguments are bound by name: a, b, c are the tensors, M, N, K and the strides come from PARAMS.
+
+The configuration is chosen by shape: `base_meta(shape)` is the base at a shape, one of
+CANDIDATES that `choose(shape)` names (the rules are below it). META is the configuration of
+the large shapes (`wide`), the one every shape had before the choice.
 """
 TRITON = "base/matmul.py:matmul_kernel"
 META = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "USE_TMA": True, "TMA_STORE": True,
         "PERSISTENT": True, "NUM_SMS": 132, "num_warps": 8, "num_stages": 3}
+# One shape of each specialization the shapes take (Triton's JIT specializes an integer
+# argument by whether it is a multiple of 16, and 1 as a constant): every dimension a multiple
+# of 16; m = 1 (decode of one token); m, n and k all 8 mod 16 (off the tile grid; 8, so that
+# the rows stay 16-byte aligned, as the TMA descriptors need). A shape of another mix (m = 8
+# with n and k multiples of 16, say) is refused by the launch, naming the instances.
 INSTANCES = {"fp16": {"m": 256, "n": 256, "k": 256, "dtype": "fp16"},
-             "bf16": {"m": 256, "n": 256, "k": 256, "dtype": "bf16"}}
+             "bf16": {"m": 256, "n": 256, "k": 256, "dtype": "bf16"},
+             "fp16_m1": {"m": 1, "n": 256, "k": 256, "dtype": "fp16"},
+             "bf16_m1": {"m": 1, "n": 256, "k": 256, "dtype": "bf16"},
+             "fp16_odd": {"m": 264, "n": 264, "k": 264, "dtype": "fp16"},
+             "bf16_odd": {"m": 264, "n": 264, "k": 264, "dtype": "bf16"}}
 WORK = "fp16_tensor"  # the H100's BF16 tensor-core rate is the FP16 one
 SHAPE = {"m": int, "n": int, "k": int, "dtype": ("fp16", "bf16")}
 TENSORS = {"a": ("in", "m, k", "dtype"), "b": ("in", "k, n", "dtype"), "c": ("out", "m, n", "dtype")}
@@ -20,16 +32,110 @@ PARAMS = {"M": "m", "N": "n", "K": "k", "stride_am": "k", "stride_ak": 1, "strid
 FLOPS = "2 * m * n * k"
 # ||C - ref|| / ||ref||: the output's rounding (FP16 2^-11, BF16 2^-8) over FP32 accumulation
 TOLERANCE = {"fp16": 1e-3, "bf16": 8e-3}
-# small, with partial tiles in N (384 = 256 + 128) and a K tail (208 = 3 * 64 + 16)
-SANITIZE_SHAPES = [{"m": 256, "n": 384, "k": 208, "dtype": "fp16"}, {"m": 256, "n": 384, "k": 208, "dtype": "bf16"}]
+# small, with partial tiles in N (384 = 256 + 128) and a K tail (208 = 3 * 64 + 16); then the
+# instances of m = 1 and of m, n, k off the grid (392 = 256 + 136, 200 = 3 * 64 + 8)
+SANITIZE_SHAPES = [{"m": 256, "n": 384, "k": 208, "dtype": "fp16"}, {"m": 256, "n": 384, "k": 208, "dtype": "bf16"},
+                   {"m": 1, "n": 384, "k": 208, "dtype": "bf16"}, {"m": 264, "n": 392, "k": 200, "dtype": "fp16"}]
+
+
+# ---- the configuration by shape ----------------------------------------------------------------
+# Each candidate: what it changes of META (BLOCK_M x BLOCK_N x BLOCK_K, num_warps, num_stages,
+# PERSISTENT). Shared memory per program is (BLOCK_M + BLOCK_N) x BLOCK_K x 2 bytes a stage
+# plus the C tile for its TMA store, within the H100's 227 KiB: wide 3 x 48 + 64 = 208 KiB.
+# Not yet measured against each other: tools/candidates.py (this folder) times every one of
+# them and cuBLAS over the grid of conf/shape, and its figures set the rules of `choose`.
+CANDIDATES = {
+    # the large shapes' (META): 128 x 256 on 2 warpgroups, measured 0.98-1.01x of cuBLAS at
+    # sq4k, sq8k and prefill (docs/benchmarks.md)
+    "wide": {},
+    "wide_tiles": {"PERSISTENT": False},  # the same, a program per tile
+    # 128 x 128: twice the tiles of `wide`, for shapes where wide's tiles fill few waves
+    "square": {"BLOCK_N": 128, "num_stages": 4},                               # 4 x 32 + 32 KiB
+    "square_w4": {"BLOCK_N": 128, "num_warps": 4, "num_stages": 4},
+    "square_k128": {"BLOCK_N": 128, "BLOCK_K": 128, "num_stages": 3},            # 3 x 64 + 32 KiB
+    # skinny m (decode): one tile row of 64, B streamed from DRAM once, deep pipelines
+    "m64": {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4},   # 4 x 48 + 16
+    "m64_n64": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 6},  # 6 x 32 + 8
+    # a program per tile, shallower: 2 programs fit an SM (3 x 32 + 8 KiB), so that all 224
+    # tiles of a decode up-projection are in flight at once instead of 1.7 persistent waves
+    "m64_tiles": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3,
+                  "PERSISTENT": False},
+    # m <= 16: 16-row tiles (mma.sync, not wgmma: a warpgroup's wgmma is 64 rows)
+    "m16": {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 6},   # 6 x 20 + 2
+    "m16_n128": {"BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 5},  # 5 x 36 + 4
+    "m16_n32": {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 256, "num_warps": 4, "num_stages": 6},    # 6 x 24 + 1
+    "m16_tiles": {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4,  # 4 x 20 + 2,
+                  "PERSISTENT": False},                                                          # 2 an SM
+}
+
+
+def tiles(shape, meta):
+    """Output tiles of `meta`'s block at `shape`."""
+    return -(-shape["m"] // meta["BLOCK_M"]) * -(-shape["n"] // meta["BLOCK_N"])
+
+
+# The choice, as data: for the first row whose `m` bound holds the shape's m, the first
+# candidate whose output tiles at the shape number at least its `waves` of NUM_SMS programs
+# (the last one of the row where none does). A reasoned first choice, awaiting the figures of
+# tools/candidates.py on the H100 (the lead sets it from them):
+# - m <= 16: 16-row tiles (a 64-row tile would be at most a quarter used), 64 wide where that
+#   makes a wave of programs, else 32 wide, to spread B's stream over the SMs (the kernel has
+#   no split-K);
+# - m <= 64: 64-row tiles, 128 wide where that gives a wave, else 64;
+# - otherwise `wide` where its 128 x 256 tiles fill 2 waves, else `square` (128 x 128: twice
+#   the programs, and a persistent program's second tile overlaps its first's epilogue)
+#   where that fills one, else 64-row tiles as above (decode at m 128, deep k).
+# The dtype does not enter: the H100's BF16 and FP16 tensor-core rates are one.
+RULES = [
+    {"m": 16, "try": [("m16", 1), ("m16_n32", 0)]},
+    {"m": 64, "try": [("m64", 1), ("m64_n64", 0)]},
+    {"m": None, "try": [("wide", 2), ("square", 1), ("m64", 1), ("m64_n64", 0)]},
+]
+
+
+def choose(shape):
+    """The name of the candidate that is the base at `shape` (m, n, k, dtype): RULES."""
+    sms = META["NUM_SMS"]
+    row = next(r for r in RULES if r["m"] is None or shape["m"] <= r["m"])
+    for name, waves in row["try"]:
+        if tiles(shape, {**META, **CANDIDATES[name]}) >= waves * sms:
+            return name
+    return row["try"][-1][0]
+
+
+def base_meta(shape):
+    """The base's META at `shape`: the candidate `choose` names over META."""
+    return {**META, **CANDIDATES[choose(shape)]}
+
+
+# Pathologies whose meaning needs something of the configuration that not every candidate has.
+def not_applicable(pathology, shape):
+    """Why `pathology` does not apply at `shape`, or None: the base there lacks what it
+    switches off, or a META neighbour (tune_NAME_VALUE, named after META's value) stands
+    beside another base value."""
+    meta = base_meta(shape)
+    if pathology == "not_persistent" and not meta["PERSISTENT"]:
+        return "the base at this shape is a program per tile already (not persistent)"
+    if pathology == "no_grouping" and -(-shape["m"] // meta["BLOCK_M"]) == 1:
+        return (f"one row of output tiles (m {shape['m']} <= BLOCK_M {meta['BLOCK_M']}): grouped and row-major "
+                "order are the same order")
+    if pathology == "small_tiles" and meta["BLOCK_M"] * meta["BLOCK_N"] <= 64 * 128:
+        return (f"the base's tile at this shape is {meta['BLOCK_M']} x {meta['BLOCK_N']}, no larger than twice "
+                "64 x 64")
+    if pathology.startswith("tune_") and not pathology.startswith("tune_config_"):
+        name = next((k for k in META if pathology.startswith(f"tune_{k.lower()}_")), None)
+        if name is not None and meta[name] != META[name]:
+            return (f"a neighbour of META's {name} = {META[name]}; the base at this shape has {name} = "
+                    f"{meta[name]} (candidate {choose(shape)})")
+    return None
 
 
 def grid(shape, meta):
     """One program per output tile; PERSISTENT: NUM_SMS programs (the H100 SXM's 132 SMs, a
     constant so that Triton fuses the kernel's loops; right on any GPU, one wave only where it
     has that many SMs), fewer when there are fewer tiles, each looping over its share."""
-    tiles = -(-shape["m"] // meta["BLOCK_M"]) * -(-shape["n"] // meta["BLOCK_N"])
-    return (min(tiles, meta["NUM_SMS"]),) if meta["PERSISTENT"] else (tiles,)
+    count = tiles(shape, meta)
+    return (min(count, meta["NUM_SMS"]),) if meta["PERSISTENT"] else (count,)
 
 
 def label(shape):

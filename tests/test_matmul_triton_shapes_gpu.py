@@ -1,0 +1,51 @@
+"""matmul_triton's configurations by shape on a GPU: every candidate of spec.CANDIDATES (built
+ahead of time, loaded through Triton's driver) against the FP32 reference on each kind of
+instance (SANITIZE_SHAPES: every dimension a multiple of 16 with partial tiles and a K tail,
+m = 1, m, n, k off the grid), outputs poisoned with NaN; and at every shape of the grid, the
+base that shape chooses, at full size."""
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+pytest.importorskip("triton", reason="triton is not installed")
+torch = pytest.importorskip("torch")
+
+from ablate.gpu.check import check  # noqa: E402
+from ablate.job import plugins  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+MATMUL = plugins.load("matmul_triton")
+SPEC = MATMUL.spec
+GRID = [n for n in MATMUL.options("shape") if n.startswith(("decode_m", "odd_", "sq2k_"))]
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def candidates():
+    """name -> TritonKernel of every candidate, built for this GPU into the project's build folder."""
+    from ablate.build.compile import build
+    from ablate.build.library import load
+    from ablate.job.variant import Variant
+
+    variants = [Variant(name=n, pathologies=(), base_meta={**SPEC.META, **c}) for n, c in SPEC.CANDIDATES.items()]
+    cfg = OmegaConf.create({"dir": str(ROOT / "runs" / "build"), "arch": "auto", "jobs": 0})
+    results = build(variants, cfg, MATMUL, ROOT)
+    for name, r in results.items():
+        assert r.ok, f"{name} failed to build:\n{r.log}"
+    return {name: load(r.lib, SPEC) for name, r in results.items()}
+
+
+@pytest.mark.parametrize("shape", SPEC.SANITIZE_SHAPES, ids=SPEC.label)
+@pytest.mark.parametrize("name", list(SPEC.CANDIDATES))
+def test_every_candidate_matches_the_reference_on_each_instance(candidates, name, shape):
+    out = check(candidates[name], SPEC.validate_shape(shape), seed=3)
+    assert out["ok"], f"{name} on {SPEC.label(shape)}: {out['error']}"
+
+
+@pytest.mark.parametrize("shape_name", GRID)
+def test_the_base_each_grid_shape_chooses_matches_the_reference(candidates, shape_name):
+    shape = SPEC.validate_shape(OmegaConf.to_container(OmegaConf.load(MATMUL.conf / "shape" / f"{shape_name}.yaml")))
+    out = check(candidates[SPEC.choose(shape)], shape, seed=4)
+    assert out["ok"], f"{SPEC.choose(shape)} on {shape_name}: {out['error']}"
