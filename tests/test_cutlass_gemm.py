@@ -212,3 +212,14 @@ def test_every_candidate_is_a_configuration_of_the_kernel():
     source = (GEMM.dir / "base" / "cutlass_gemm.cu").read_text()
     found = {name: int(i) for i, name in re.findall(r"^GEMM_CANDIDATE\((\d+),\s*(\w+),", source, re.M)}
     assert found == SPEC.CANDIDATES
+
+
+def test_the_tools_matrix_names_the_best_candidate_and_what_the_table_loses_against_it():
+    t = tool()
+    results = {"odd": {"shape": {"m": 1000, "n": 1000, "k": 1000, "dtype": "fp16"}, "wave_efficiency": 48,
+                       "choice": "streamk", "vs_cublas": {"chosen": 0.80, "large": 0.63, "streamk": 0.80, "skinny": 1.0}},
+               "decode": {"shape": {"m": 1, "n": 4096, "k": 4096, "dtype": "bf16"}, "wave_efficiency": 24,
+                          "choice": "skinny", "vs_cublas": {"chosen": 0.97, "skinny": 0.97}}}
+    rows = t.matrix(SPEC, results, ["large", "skinny", "streamk"], "torch_matmul").splitlines()[-2:]
+    assert rows[0] == "| decode | 1 | 24 | skinny | 0.970 | n/a | **0.970** | n/a | skinny | 1.000 |"
+    assert rows[1] == "| odd | 1000 | 48 | streamk | 0.800 | 0.630 | **1.000** | 0.800 | skinny | 0.800 |"

@@ -153,20 +153,23 @@ def time_shape(spec, kernels, shape, bench, peers, rounds, seed):
 
 
 def matrix(spec, results, names, peer):
-    """Markdown: per shape, the peer's median over each build's (>= 1: as fast or faster)."""
-    head = ["shape", "wave eff. %", "table's choice", BASE, *names, "best"]
-    lines = ["| " + " | ".join(head) + " |", "| --- | ---: | --- |" + " ---: |" * (len(names) + 1) + " --- |"]
-    for name, r in results.items():
+    """Markdown: per shape, the peer's median over each build's (>= 1: as fast or faster), the
+    best candidate, and the base's speed over the best's (< 1: the table picks a slower one)."""
+    head = ["shape", "m", "wave eff. %", "table's pick", BASE, *names, "best", f"{BASE} / best"]
+    lines = ["| " + " | ".join(head) + " |", "| --- | ---: | ---: | --- |" + " ---: |" * (len(names) + 1) + " --- | ---: |"]
+    for name, r in sorted(results.items(), key=lambda item: (item[1]["shape"]["m"], item[1]["wave_efficiency"])):
         speed = r["vs_cublas"]
         ranked = sorted((s, n) for n, s in speed.items() if n != BASE)
         best = ranked[-1][1] if ranked else None
         cells = [f"**{speed[n]:.3f}**" if n == best else (f"{speed[n]:.3f}" if n in speed else "n/a")
                  for n in names]
         chosen = f"{speed[BASE]:.3f}" if BASE in speed else "n/a"
-        lines.append(f"| {name} ({spec.label(r['shape'])}) | {r['wave_efficiency']} | {r['choice']} | {chosen} | "
-                     + " | ".join(cells) + f" | {best or 'n/a'} |")
+        versus = f"{speed[BASE] / speed[best]:.3f}" if BASE in speed and best else "n/a"
+        lines.append(f"| {name} | {r['shape']['m']} | {r['wave_efficiency']} | {r['choice']} | {chosen} | "
+                     + " | ".join(cells) + f" | {best or 'n/a'} | {versus} |")
     return "\n".join([f"cuBLAS ({peer}) time / each build's time, medians (>= 1: as fast as cuBLAS or faster; "
-                      "target >= 0.95); wave eff.: of 128x128 tiles on the GPU's SMs, as base/choice.def reads it", "",
+                      "target >= 0.95), by m then wave efficiency (of 128x128 tiles on the GPU's SMs, as "
+                      "base/choice.def reads it); n/a: the build failed the check at that shape (notes above)", "",
                       *lines]) + "\n"
 
 
