@@ -1,6 +1,10 @@
 """The CUTLASS GEMM plugin on the CPU: CUTLASS found in the nvidia-cutlass wheel (a clear line
-without it), the shapes it refuses (naming the field), and which compiled instance is which
-configuration in its real base library (built with every variant in conftest's session build)."""
+without it), the shapes it refuses (naming the field), the choice of configuration by shape
+(base/choice.def, read by spec.choice and compiled into the kernel, which agree), where a
+pathology does not apply, which compiled instance is which configuration in its real base
+library (built with every variant in conftest's session build), and the candidates'
+measurement tool (tools/gemm_candidates.py) as far as it goes without a GPU."""
+import ctypes
 import importlib.util
 
 import pytest
@@ -42,15 +46,93 @@ def test_odd_m_is_a_shape():
     assert SPEC.validate_shape({"m": 333, "n": 1000, "k": 1032, "dtype": "bf16"})["m"] == 333
 
 
-def test_every_shipped_shape_is_valid_and_each_configuration_has_one():
+def shipped_shapes():
     from omegaconf import OmegaConf
 
-    shapes = [OmegaConf.to_container(OmegaConf.load(GEMM.conf / "shape" / f"{n}.yaml"))
-              for n in GEMM.options("shape")]
-    for shape in shapes:
+    return {n: OmegaConf.to_container(OmegaConf.load(GEMM.conf / "shape" / f"{n}.yaml")) for n in GEMM.options("shape")}
+
+
+def test_every_shipped_shape_is_valid_and_each_configuration_has_one():
+    shapes = shipped_shapes()
+    for shape in shapes.values():
         SPEC.validate_shape(shape)
-    assert {s["m"] <= SPEC.SKINNY_MAX_M for s in shapes} == {True, False}
-    assert {s["dtype"] for s in shapes} == {"fp16", "bf16"}
+    assert {SPEC.choice(s) for s in shapes.values()} == {name for name, *_ in SPEC.choice_table()}
+    assert {s["dtype"] for s in shapes.values()} == {"fp16", "bf16"}
+
+
+def test_the_grid_is_families_a_glob_picks():
+    """Skinny m from 1 to 256 (decode_*), shapes off every tile (odd_*: m and n multiples of no
+    tile side, k not of 64), and BF16 variants (*_bf16) of both."""
+    shapes = shipped_shapes()
+    decode = {n: s for n, s in shapes.items() if n.startswith("decode_")}
+    odd = {n: s for n, s in shapes.items() if n.startswith("odd_")}
+    assert {1, 16, 32, 64, 128, 256} <= {s["m"] for s in decode.values()}
+    for name, s in odd.items():
+        assert s["m"] % 32 and s["n"] % 32 and s["k"] % 64, name
+    for family in (decode, odd):
+        assert {s["dtype"] for s in family.values()} == {"fp16", "bf16"}
+        assert all(n.endswith("_bf16") == (s["dtype"] == "bf16") for n, s in family.items())
+    assert 16 <= len(decode) + len(odd) <= 24  # one GPU benchmark of the grid in a few minutes
+
+
+def test_wave_efficiency_counts_the_last_wave_whole():
+    assert SPEC.wave_efficiency(4096, 4096) == 96  # 1024 tiles: 8 waves of 132
+    assert SPEC.wave_efficiency(1000, 1000) == 48  # 64 tiles: half a wave
+    assert SPEC.wave_efficiency(128 * 12, 128 * 11) == 100  # 132 tiles
+    assert SPEC.wave_efficiency(128 * 133, 128) == 50  # 133 tiles: one in a second wave
+    assert SPEC.wave_efficiency(1000, 1000, sms=64) == 100
+
+
+@pytest.mark.parametrize("m, n, want", [
+    (1, 4096, "skinny"), (64, 4096, "skinny"), (128, 4096, "skinny"),  # the skinny row: m <= 128
+    (129, 8, "streamk"), (256, 4096, "streamk"), (1000, 1000, "streamk"),  # under 80% of the last wave
+    (1500, 1496, "streamk"), (777, 5000, "streamk"),
+    (3000, 3000, "large"), (4096, 4096, "large"), (8192, 14336, "large"), (129, 128 * 132, "large")])
+def test_the_table_chooses_by_m_and_the_wave_efficiency(m, n, want):
+    assert SPEC.choice({"m": m, "n": n, "k": 1000, "dtype": "fp16"}) == want
+
+
+def test_the_choice_follows_the_sm_count():
+    shape = {"m": 1000, "n": 1000, "k": 1000, "dtype": "fp16"}
+    assert SPEC.choice(shape, sms=132) == "streamk" and SPEC.choice(shape, sms=64) == "large"
+
+
+@pytest.mark.parametrize("text, error", [
+    ("GEMM_CHOICE(skinny, 128, 100)\n", r"the last row must hold at every shape"),
+    ("GEMM_CHOICE(huge, 0, 100)\n", r"row 'GEMM_CHOICE\(huge, 0, 100\)' names 'huge', not one of large, skinny"),
+    ("GEMM_CHOICE(large, 0)\n", r"cannot read the row 'GEMM_CHOICE\(large, 0\)'"),
+    ("// nothing\n", r"the last row must hold at every shape .*no rows")])
+def test_a_bad_table_is_refused_naming_the_file_and_row(text, error):
+    with pytest.raises(ValueError, match=rf"choice.def: {error}"):
+        SPEC.choice_table(text)
+
+
+def test_a_table_row_reaches_the_choice():
+    rows = SPEC.choice_table("GEMM_CHOICE(skinny_n32, 32, 100)\nGEMM_CHOICE(skinny, 128, 100)\n"
+                             "GEMM_CHOICE(large, 0, 100)\n")
+    assert [SPEC.choice({"m": m, "n": 4096}, table=rows) for m in (16, 33, 1000)] == ["skinny_n32", "skinny", "large"]
+
+
+@pytest.mark.parametrize("pathology, shape, config", [
+    ("cooperative", "decode_m64", "skinny"), ("cluster_2x1", "decode_m16_n4k", "skinny"),
+    ("tile_64x64", "decode_m128_n4k_bf16", "skinny"), ("cooperative", "odd_m1000_n1000_k1000", "streamk"),
+    ("cluster_2x1", "decode_m256_n4k", "streamk"), ("tile_64x64", "odd_m777_n5000_k2056", "streamk")])
+def test_a_seam_of_the_large_configuration_does_not_apply_where_another_runs(pathology, shape, config):
+    shape = shipped_shapes()[shape]
+    why = SPEC.not_applicable(pathology, shape)
+    assert why and f"runs the {config} configuration" in why and "large configuration's" in why
+
+
+@pytest.mark.parametrize("pathology", ["cooperative", "cluster_2x1", "tile_64x64", "cp_async", "two_stages",
+                                       "no_tma_epilogue", "no_swizzle", "no_l1", "half_sms"])
+def test_every_pathology_applies_where_the_large_configuration_runs(pathology):
+    assert SPEC.not_applicable(pathology, shipped_shapes()["odd_m3000_n3000_k1000"]) is None
+
+
+@pytest.mark.parametrize("pathology", ["cp_async", "two_stages", "no_tma_epilogue", "no_swizzle", "no_l1"])
+@pytest.mark.parametrize("shape", ["decode_m1_n4k", "odd_m1000_n1000_k1000_bf16"])
+def test_a_seam_every_configuration_takes_applies_at_every_shape(pathology, shape):
+    assert SPEC.not_applicable(pathology, shipped_shapes()[shape]) is None
 
 
 def test_each_instance_is_one_configuration_and_a_shape_runs_one(built_kernels):
@@ -58,16 +140,96 @@ def test_each_instance_is_one_configuration_and_a_shape_runs_one(built_kernels):
     base = b.results["none"]
     info = Kernel(base.lib).info()
     names = [c["name"] for c in info["configs"]]
-    assert sorted(names) == ["bf16_large", "bf16_skinny", "fp16_large", "fp16_skinny"]
+    table = {name for name, *_ in SPEC.choice_table()}
+    assert sorted(names) == sorted(f"{d}_{c}" for d in ("fp16", "bf16") for c in table)  # exactly the table's
     instances = list(base.ptxas["kernels"])
     assert sorted(static.config_of(SPEC, k, info["configs"]) for k in instances) == sorted(names)
     for shape, want in (({"m": 64, "n": 4096, "k": 4096, "dtype": "fp16"}, "fp16_skinny"),
                         ({"m": 128, "n": 8, "k": 8, "dtype": "bf16"}, "bf16_skinny"),
-                        ({"m": 129, "n": 8, "k": 8, "dtype": "fp16"}, "fp16_large")):
+                        ({"m": 129, "n": 8, "k": 8, "dtype": "fp16"}, "fp16_streamk"),
+                        ({"m": 1000, "n": 1000, "k": 1000, "dtype": "bf16"}, "bf16_streamk"),
+                        ({"m": 4096, "n": 4096, "k": 8, "dtype": "fp16"}, "fp16_large")):
         ran = [static.config_of(SPEC, k, info["configs"]) for k in instances
                if static.launched(SPEC, k, shape, info["configs"])]
         assert ran == [want]
     # the configurations differ where the base says they do (static metrics per config)
     metrics = static.static_metrics(base, SPEC, info)
     assert metrics["fp16_large.sass.hgmma"] != metrics["fp16_skinny.sass.hgmma"]
+    assert metrics["fp16_streamk.sass.instructions"] > metrics["fp16_large.sass.instructions"]  # the fix-up
     assert all(c["threads"] == 384 for c in info["configs"])
+
+
+def test_the_kernel_compiles_the_table_spec_choice_reads(built_kernels):
+    """The dispatch's choice (ablate_cutlass_gemm_choice, exported for this test) is spec.choice
+    at every boundary of the table and around it, for three SM counts."""
+    lib = ctypes.CDLL(str(built_kernels["cutlass_gemm"].results["none"].lib))
+    choose = lib.ablate_cutlass_gemm_choice
+    choose.restype, choose.argtypes = ctypes.c_char_p, [ctypes.c_int] * 3
+    for sms in (132, 114, 78):
+        for m in (1, 63, 64, 127, 128, 129, 256, 1000, 1500, 3000, 8192):
+            for n in (8, 1000, 1496, 4096, 5000, 14336, 128 * sms):
+                want = SPEC.choice({"m": m, "n": n}, sms=sms)
+                assert choose(m, n, sms).decode() == want, (m, n, sms)
+    assert choose(0, 8, 132) is None
+
+
+# ---- the candidates' measurement, without a GPU ---------------------------------------------
+
+def tool():
+    path = GEMM.dir.parent.parent / "tools" / "gemm_candidates.py"
+    found = importlib.util.spec_from_file_location("gemm_candidates", path)
+    module = importlib.util.module_from_spec(found)
+    found.loader.exec_module(module)
+    return module
+
+
+def test_the_tool_picks_shapes_by_glob_and_names_a_glob_that_matches_none():
+    t = tool()
+    assert t.shape_names(GEMM, "decode_m1*,*_bf16")[:3] == ["decode_m128_n4k", "decode_m128_n4k_bf16", "decode_m16_n14k"]
+    assert all(n.startswith("odd_") for n in t.shape_names(GEMM, "odd_*"))
+    with pytest.raises(SystemExit, match=r"--shapes: 'nope\*' matches no shape of cutlass_gemm"):
+        t.shape_names(GEMM, "odd_*,nope*")
+
+
+def test_the_tool_builds_each_candidate_alone_by_its_index():
+    from ablate.job.variant import Variant
+
+    t = tool()
+    base = Variant("none", ())
+    built = t.variants(SPEC, base, t.candidate_names(SPEC, None))
+    assert built[0] is base
+    assert {v.name: v.macros for v in built[1:]} == {
+        f"candidate_{n}": {"ABLATE_GEMM_FORCE": str(i)} for n, i in SPEC.CANDIDATES.items()}
+    assert sorted(SPEC.CANDIDATES.values()) == list(range(1, len(SPEC.CANDIDATES) + 1))
+    with pytest.raises(SystemExit, match=r"--candidates: unknown \['huge'\]"):
+        t.candidate_names(SPEC, "large,huge")
+
+
+def test_every_candidate_is_a_configuration_of_the_kernel():
+    """spec.CANDIDATES and base/cutlass_gemm.cu's Candidate<index> name the same configurations."""
+    import re
+
+    source = (GEMM.dir / "base" / "cutlass_gemm.cu").read_text()
+    found = {name: int(i) for i, name in re.findall(r"^GEMM_CANDIDATE\((\d+),\s*(\w+),", source, re.M)}
+    assert found == SPEC.CANDIDATES
+
+
+def test_the_tools_matrix_names_the_best_candidate_and_what_the_table_loses_against_it():
+    t = tool()
+    results = {"odd": {"shape": {"m": 1000, "n": 1000, "k": 1000, "dtype": "fp16"}, "wave_efficiency": 48,
+                       "choice": "streamk", "vs_cublas": {"chosen": 0.80, "large": 0.63, "streamk": 0.80, "skinny": 1.0}},
+               "decode": {"shape": {"m": 1, "n": 4096, "k": 4096, "dtype": "bf16"}, "wave_efficiency": 24,
+                          "choice": "skinny", "vs_cublas": {"chosen": 0.97, "skinny": 0.97}}}
+    rows = t.matrix(SPEC, results, ["large", "skinny", "streamk"], "torch_matmul").splitlines()[-2:]
+    assert rows[0] == "| decode | 1 | 24 | skinny | 0.970 | n/a | **0.970** | n/a | skinny | 1.000 |"
+    assert rows[1] == "| odd | 1000 | 48 | streamk | 0.800 | 0.630 | **1.000** | 0.800 | skinny | 0.800 |"
+
+
+@pytest.mark.parametrize("shape, opted_out", [("decode_m64", True), ("odd_m1000_n1000_k1000_bf16", True),
+                                              ("odd_m3000_n3000_k1000", False)])
+def test_a_job_of_a_large_only_pathology_is_not_applicable_where_another_configuration_runs(shape, opted_out):
+    from ablate.job.job import make_job
+
+    cfg = plugins.compose("cutlass_gemm", ["pathology=cooperative", f"shape={shape}", "mode=static"])
+    job = make_job(cfg, shape)
+    assert ("cooperative" in job.opted_out) == opted_out

@@ -1,8 +1,9 @@
 """The CUTLASS GEMM plugin's correctness on a GPU (an sm_90 one: the kernel is sm_90a code):
 the base and every pathology of its own against the spec's reference, outputs poisoned with
 NaN before every launch, both dtypes, m, n, k off every tile size (odd m; n and k multiples
-of 8, as TMA requires), both configurations (skinny m <= 128, large above) and a stream-K
-split of few tiles over many SMs; launches on a side stream and in a CUDA graph; and the
+of 8, as TMA requires), every configuration of the table (base/choice.def: skinny m <= 128,
+stream-K where 128x128 tiles leave the last wave idle, large otherwise: each case says which it
+runs); launches on a side stream and in a CUDA graph; and the
 refusals: n or k not a multiple of 8, by the shape's validation (naming the field) and by
 the ABI (cudaErrorInvalidValue, nothing written)."""
 import zlib
@@ -21,9 +22,10 @@ SPEC = GEMM.spec
 # Its own pathologies (the generic ones are tested for every kernel in test_generic_gpu).
 PATHOLOGIES = ["none"] + sorted(p for p in GEMM.options("pathology")
                                 if (GEMM.dir / "conf" / "pathology" / f"{p}.yaml").exists())
-# (m, n, k): tiles are 128x128x64 (large), 64x64x64 (tile_64x64), 128x64x64 (skinny).
-CASES = [(1, 8, 8), (37, 200, 1032), (64, 4096, 4096), (127, 1000, 72), (128, 136, 4104),
-         (129, 264, 328), (331, 1000, 1000), (999, 1032, 2056), (2049, 4104, 520)]
+# (m, n, k): tiles are 128x128x64 (large, stream-K), 64x64x64 (skinny, tile_64x64).
+CASES = [(1, 8, 8), (37, 200, 1032), (64, 4096, 4096), (127, 1000, 72), (128, 136, 4104),  # skinny
+         (129, 264, 328), (331, 1000, 1000), (999, 1032, 2056),  # stream-K
+         (1289, 1416, 328), (2049, 4104, 520)]  # large
 
 pytestmark = pytest.mark.gpu
 
@@ -50,6 +52,11 @@ def run_case(kernel, m, n, k, dtype, seed):
     return compare(SPEC, tensors, shape, SPEC.tolerance(shape)), tensors
 
 
+def test_the_cases_reach_every_configuration_of_the_table():
+    table = {name for name, *_ in SPEC.choice_table()}
+    assert {SPEC.choice({"m": m, "n": n}) for m, n, _ in CASES} == table
+
+
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize("name", PATHOLOGIES)
 def test_matches_reference(kernels, request, name, dtype):
@@ -67,8 +74,8 @@ def test_matches_reference(kernels, request, name, dtype):
 def test_side_stream_and_graph(kernels, request, name):
     """On a non-default stream, and captured in a CUDA graph after an uncaptured launch of
     the shape (stream-K's workspace is allocated then: allocation is illegal in a capture)."""
-    for m in (64, 333):
-        shape = SPEC.validate_shape({"m": m, "n": 520, "k": 1032, "dtype": "fp16"})
+    for m in (64, 333, 1289):  # skinny, stream-K (its workspace, grown before the capture), large
+        shape = SPEC.validate_shape({"m": m, "n": 1416 if m == 1289 else 520, "k": 1032, "dtype": "fp16"})
         tensors = poisoned_inputs(SPEC, shape, seed_of(request) + m, "cuda")
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())

@@ -17,7 +17,7 @@ DTYPES = {"fp16": 0, "bf16": 1}  # the ABI's dtype codes
 WORK = "fp16_tensor"
 PARAMS = {"dtype": lambda shape: DTYPES[shape["dtype"]]}
 ALIGN = 8  # elements per 16 bytes: TMA needs 16-byte aligned row strides (k for a and b, n for d)
-SKINNY_MAX_M = 128  # base/cutlass_gemm.cu's kSkinnyMaxM: m up to it runs the skinny configuration
+SMS = 132  # the SM count spec.choice assumes (H100 SXM, H200); the kernel reads its GPU's own
 
 # CUTLASS's headers want these (its own CMake passes them): constexpr host functions called in
 # device code, and its debug asserts off.
@@ -68,12 +68,14 @@ def label(shape):
     return f"m={shape['m']} n={shape['n']} k={shape['k']} {shape['dtype']}"
 
 
-# The small shapes compute-sanitizer runs every variant on: each configuration (skinny m <= 128,
-# large above) with m, n, k off every tile size (odd m; n, k multiples of 8 only), the skinny
-# one's with a long k.
+# The small shapes compute-sanitizer runs every variant on: each configuration of the table
+# (base/choice.def) with m, n, k off every tile size (odd m; n, k multiples of 8 only): skinny
+# (m <= 128) with a long k, stream-K (9 tiles of 128x128 on 132 SMs) in both dtypes, large (132
+# tiles: one whole wave).
 SANITIZE_SHAPES = [{"m": 37, "n": 200, "k": 1032, "dtype": "fp16"},
                    {"m": 331, "n": 264, "k": 328, "dtype": "fp16"},
-                   {"m": 331, "n": 264, "k": 328, "dtype": "bf16"}]
+                   {"m": 331, "n": 264, "k": 328, "dtype": "bf16"},
+                   {"m": 1289, "n": 1416, "k": 328, "dtype": "fp16"}]
 
 
 def _matmul(shape):
@@ -87,23 +89,110 @@ def _matmul(shape):
 PEERS = {"torch_matmul": _matmul}
 
 
+# ---- which configuration a shape runs --------------------------------------------------------
+# base/choice.def is the table (the kernel compiles it into its dispatch); choice() reads it.
+# CANDIDATES: every configuration base/cutlass_gemm.cu defines, by the index a tuning build
+# forces (-DABLATE_GEMM_FORCE=<index>: that one alone, at every shape; tools/gemm_candidates.py
+# times each against cuBLAS). The table may name any of them; the base compiles those it names.
+CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 5, "streamk_n64": 6}
+FORCE_MACRO = "ABLATE_GEMM_FORCE"
+CHOICE_FILE = Path(__file__).parent / "base" / "choice.def"
+_ROW = re.compile(r"^GEMM_CHOICE\((\w+),\s*(\d+),\s*(\d+)\)[ \t]*$", re.M)
+# The seams each configuration takes (base/cutlass_gemm.cu's Candidate): large all, the others
+# have their own tile, cluster and schedule. A pathology whose seam does not reach the
+# configuration a shape runs is not applicable at that shape (not_applicable).
+SEAMS = ("schedule", "mainloop", "cluster", "stages", "tile", "epilogue", "raster")
+SEAMS_OF = {name: SEAMS if name == "large" else ("mainloop", "stages", "epilogue", "raster")
+            for name in CANDIDATES}
+
+
+def choice_table(text=None):
+    """[(configuration, m at most or 0, wave efficiency at most in %)] of base/choice.def (or
+    of `text`); ValueError naming the file and the row at fault."""
+    text = CHOICE_FILE.read_text() if text is None else text
+    rows = []
+    for line in text.splitlines():
+        if not line.startswith("GEMM_CHOICE"):
+            continue
+        match = _ROW.match(line)
+        if match is None:
+            raise ValueError(f"{CHOICE_FILE}: cannot read the row {line!r} (GEMM_CHOICE(name, max_m, max_efficiency))")
+        name, max_m, efficiency = match.group(1), int(match.group(2)), int(match.group(3))
+        if name not in CANDIDATES:
+            raise ValueError(f"{CHOICE_FILE}: row {line!r} names {name!r}, not one of {', '.join(CANDIDATES)}")
+        rows.append((name, max_m, efficiency))
+    if not rows or rows[-1][1:] != (0, 100):
+        raise ValueError(f"{CHOICE_FILE}: the last row must hold at every shape (GEMM_CHOICE(name, 0, 100)), "
+                         f"got {rows[-1] if rows else 'no rows'}")
+    return rows
+
+
+def wave_efficiency(m, n, sms=SMS):
+    """floor(100 * tiles / (waves * sms)) of 128x128 output tiles, the last wave counted whole
+    (base/cutlass_gemm.cu's wave_efficiency)."""
+    tiles = -(-m // 128) * -(-n // 128)
+    waves = -(-tiles // sms)
+    return tiles * 100 // (waves * sms)
+
+
+def choice(shape, sms=SMS, table=None):
+    """The configuration `shape` runs on a GPU of `sms` SMs: the first row of the table whose
+    bounds hold (m at most max_m, 0 for any; the wave efficiency at most max_efficiency)."""
+    m, efficiency = shape["m"], wave_efficiency(shape["m"], shape["n"], sms)
+    for name, max_m, max_efficiency in choice_table() if table is None else table:
+        if (max_m == 0 or m <= max_m) and efficiency <= max_efficiency:
+            return name
+    raise ValueError(f"{CHOICE_FILE}: no row holds at {label(shape)}")
+
+
+def _seam(pathology):
+    path = Path(__file__).parent / "conf" / "pathology" / f"{pathology}.yaml"
+    if not path.is_file():
+        return None  # a generic pathology: it changes the whole build or launch, every configuration
+    import yaml
+    return (yaml.safe_load(path.read_text()).get(pathology) or {}).get("seam")
+
+
+def not_applicable(pathology, shape):
+    """Why `pathology` does not apply at `shape`: its seam does not reach the configuration the
+    shape runs (that configuration's code is the base's); None where it applies."""
+    seam, config = _seam(pathology), choice(shape)
+    if seam is None or seam in SEAMS_OF[config]:
+        return None
+    return (f"the {seam} seam it replaces is the large configuration's; {label(shape)} runs the "
+            f"{config} configuration (base/choice.def), whose {seam} is its own: its code is the base's")
+
+
 # ---- which compiled instance is which ------------------------------------------------------
-# The base's two configurations are instances of cutlass::device_kernel<GemmUniversal<
-# ProblemShape, ...>>: large with a rank-3 problem shape (cute::tuple<int, int, int>), skinny
-# with rank 4; the element type is in the wgmma atom's name (MMA_..._F32F16F16 or
-# _F32BF16BF16). Names come demangled where c++filt is on the PATH, mangled otherwise
+# Each configuration is an instance of cutlass::device_kernel<GemmUniversal<ProblemShape, ...,
+# TileScheduler>>: large and the stream-K ones with a rank-3 problem shape
+# (cute::tuple<int, int, int>), the skinny ones with rank 4; the stream-K ones under
+# StreamKScheduler; the wgmma atom (MMA_64x<N>x16_F32F16F16 or _F32BF16BF16) names the tile's N
+# and the element type. Large is the one rank-3 data-parallel instance, whatever tile the tile
+# seam gives it. Names come demangled where c++filt is on the PATH, mangled otherwise
 # (tupleIJiiiEE / tupleIJiiiiEE): both are read.
 _RANK = {"cute::tuple<int, int, int>,": 3, "tupleIJiiiEE": 3, "cute::tuple<int, int, int, int>": 4,
          "tupleIJiiiiEE": 4}
-_MMA = re.compile(r"MMA_\d+x\d+x\d+_F32(BF16|F16)")
+_MMA = re.compile(r"MMA_64x(\d+)x16_F32(BF16|F16)")
+# (rank, stream-K, MMA N) of each configuration but large
+_SIGNATURE = {"skinny": (4, False, 64), "skinny_n32": (4, False, 32), "skinny_n128": (4, False, 128),
+              "streamk": (3, True, 128), "streamk_n64": (3, True, 64)}
 
 
 def _config(kernel_name):
     ranks = {rank for text, rank in _RANK.items() if text in kernel_name}
-    dtypes = {{"F16": "fp16", "BF16": "bf16"}[t] for t in _MMA.findall(kernel_name)}
-    if len(ranks) != 1 or len(dtypes) != 1:
+    atoms = set(_MMA.findall(kernel_name))
+    if len(ranks) != 1 or len({dtype for _, dtype in atoms}) != 1:
         return None
-    return f"{dtypes.pop()}_{'large' if ranks.pop() == 3 else 'skinny'}"
+    rank, streamk = ranks.pop(), "StreamKScheduler" in kernel_name
+    dtype = {"F16": "fp16", "BF16": "bf16"}[next(iter(atoms))[1]]
+    if rank == 3 and not streamk:
+        return f"{dtype}_large"
+    if len(atoms) != 1:
+        return None
+    signature = (rank, streamk, int(next(iter(atoms))[0]))
+    name = next((n for n, s in _SIGNATURE.items() if s == signature), None)
+    return None if name is None else f"{dtype}_{name}"
 
 
 def config_of(kernel_name, configs):
@@ -112,5 +201,4 @@ def config_of(kernel_name, configs):
 
 
 def launched(kernel_name, shape, configs):
-    want = f"{shape['dtype']}_{'skinny' if shape['m'] <= SKINNY_MAX_M else 'large'}"
-    return config_of(kernel_name, configs) == want
+    return config_of(kernel_name, configs) == f"{shape['dtype']}_{choice(shape)}"

@@ -2,21 +2,28 @@
 // BF16 in and out, FP32 accumulation (base/ablate_gemm.h is the C ABI). CUTLASS is a
 // dependency, read from the nvidia-cutlass package's headers (spec.py: include_dirs).
 //
-// Two configurations, chosen per call by m (kSkinnyMaxM), each the fastest of the tuning
-// builds timed against cuBLAS on the H100 (docs/benchmarks.md, "cutlass_gemm"):
-//   large  (m > kSkinnyMaxM): warp-specialized ping-pong, TMA mainloop, no cluster (2x1
-//          clusters with B multicast measured 0.89-1.0x of 1x1's speed at the large shapes),
-//          a persistent data-parallel tile scheduler with a swizzled raster, a TMA epilogue;
-//          tile 128x128x64 (one 128x128 tile per consumer warpgroup, 64 FP32 accumulator
-//          registers x 2 per thread).
-//   skinny (m <= kSkinnyMaxM, decode-like): ping-pong 64x64x64 tiles under the persistent
-//          data-parallel scheduler: n / 64 = 64 tiles at n = 4096, as many stages as fit (13).
-//          Cooperative 128x64 tiles under stream-K, which shares the k loop of the few tiles
-//          among all SMs, measured 0.71x of cuBLAS at m = 64 where this reads 0.96x.
+// Configurations, chosen per call from m, n and the GPU's SM count by the table of
+// base/choice.def (spec.choice reads the same table), each an instance of Config below:
+//   large   ping-pong 128x128x64 tiles, TMA mainloop, no cluster (2x1 clusters with B multicast
+//           measured 0.89-1.0x of 1x1's speed at the large shapes), a persistent data-parallel
+//           tile scheduler with a swizzled raster, a TMA epilogue (one 128x128 tile per
+//           consumer warpgroup, 64 FP32 accumulator registers x 2 per thread). The fastest of
+//           the tuning builds at the large shapes (docs/benchmarks.md, "cutlass_gemm").
+//   skinny  (decode-like m) ping-pong 64x64x64 tiles under the persistent data-parallel
+//           scheduler: n / 64 = 64 tiles at n = 4096, as many stages as fit (13). Cooperative
+//           128x64 tiles under stream-K measured 0.71x of cuBLAS at m = 64 where this reads 0.96x.
+//   streamk cooperative 128x128x64 tiles under CUTLASS's stream-K scheduler, for shapes whose
+//           128x128 tiles leave much of the last wave idle (m = n = 1000: 64 tiles on 132 SMs):
+//           the scheduler shares the k loop of the tiles among all SMs (stream-K is cooperative
+//           only: CUTLASS's ping-pong kernel refuses it).
+// A tuning build (-DABLATE_GEMM_FORCE=<i>, spec.CANDIDATES) compiles one candidate alone and
+// runs it at every shape: how the table's rows are measured (tools/gemm_candidates.py).
 // Each knob is a seam (#ifndef ABLATE_SEAM_X below); a pathology (patches/*.cuh,
-// force-included ahead of this file) redefines one. Which configuration a seam reaches is
-// said beside it; the two instances are told apart by their problem-shape type (rank 3 for
-// large, rank 4 for skinny), which spec.config_of reads from the demangled kernel name.
+// force-included ahead of this file) redefines one. Which configurations a seam reaches is
+// said beside it (spec.SEAMS_OF: where a seam does not reach the configuration a shape runs,
+// the pathology is not applicable there); the instances are told apart by their
+// problem-shape type (rank 3: large and streamk, rank 4: the skinny ones), their tile
+// scheduler and their MMA atom, which spec.config_of reads from the kernel name.
 #include "ablate_gemm.h"
 
 #include <cuda_runtime.h>
@@ -41,44 +48,29 @@
 #ifndef ABLATE_SEAM_SCHEDULE     // large: how the two consumer warpgroups share the tensor cores
 #define ABLATE_SEAM_SCHEDULE PingPong
 #endif
-#ifndef ABLATE_SEAM_MAINLOOP     // both: who moves A and B tiles into shared memory
+#ifndef ABLATE_SEAM_MAINLOOP     // all: who moves A and B tiles into shared memory
 #define ABLATE_SEAM_MAINLOOP TmaMainloop
 #endif
 #ifndef ABLATE_SEAM_CLUSTER      // large: thread-block cluster (a 2x1 pair would share B by TMA multicast)
 #define ABLATE_SEAM_CLUSTER Cluster1x1
 #endif
-#ifndef ABLATE_SEAM_STAGES       // both: depth of the shared-memory pipeline
+#ifndef ABLATE_SEAM_STAGES       // all: depth of the shared-memory pipeline
 #define ABLATE_SEAM_STAGES StagesAuto
 #endif
 #ifndef ABLATE_SEAM_TILE         // large: the block's output tile (M x N x K-step)
 #define ABLATE_SEAM_TILE Tile128x128
 #endif
-#ifndef ABLATE_SEAM_EPILOGUE     // both: how the accumulators reach global memory
+#ifndef ABLATE_SEAM_EPILOGUE     // all: how the accumulators reach global memory
 #define ABLATE_SEAM_EPILOGUE TmaEpilogue
 #endif
-#ifndef ABLATE_SEAM_RASTER       // large: the order the persistent blocks walk the tiles in
+#ifndef ABLATE_SEAM_RASTER       // all: the order the persistent blocks walk the tiles in
 #define ABLATE_SEAM_RASTER Swizzled
 #endif
 
-// Tuning knobs, not seams (no pathology replaces them): the rest of each configuration, named
-// here so that a tuning build can try others.
-#ifndef GEMM_LARGE_SCHEDULER     // large: its tile scheduler
-#define GEMM_LARGE_SCHEDULER DataParallel
-#endif
-#ifndef GEMM_SKINNY_TILE
-#define GEMM_SKINNY_TILE Tile64x64
-#endif
-#ifndef GEMM_SKINNY_SCHEDULE
-#define GEMM_SKINNY_SCHEDULE PingPong
-#endif
-#ifndef GEMM_SKINNY_SCHEDULER    // skinny: how output tiles map to SMs (stream-K needs Cooperative)
-#define GEMM_SKINNY_SCHEDULER DataParallel
-#endif
-#ifndef GEMM_SKINNY_CLUSTER
-#define GEMM_SKINNY_CLUSTER Cluster1x1
-#endif
-#ifndef GEMM_SKINNY_MAX_M        // m up to this runs the skinny configuration (spec.SKINNY_MAX_M)
-#define GEMM_SKINNY_MAX_M 128
+// A tuning build: 0 (the base) chooses by shape (base/choice.def); i > 0 runs candidate i of
+// spec.CANDIDATES at every shape and compiles it alone.
+#ifndef ABLATE_GEMM_FORCE
+#define ABLATE_GEMM_FORCE 0
 #endif
 
 namespace gemm {
@@ -91,7 +83,6 @@ using Raster = ABLATE_SEAM_RASTER;
 // cp.async cannot multicast: a cp.async mainloop runs without clusters.
 using LargeCluster = cute::conditional_t<Mainloop::kMulticast, ABLATE_SEAM_CLUSTER, Cluster1x1>;
 
-constexpr int kSkinnyMaxM = GEMM_SKINNY_MAX_M;  // m up to which the skinny configuration runs (two rows of its 64-row tiles)
 constexpr int kAlign = 8;         // elements per 16 bytes: TMA's and the vector loads' alignment
 
 // One GEMM configuration: the collectives the builders make of the knobs, and the kernel.
@@ -119,17 +110,32 @@ struct Config {
   static constexpr int kStages = CollectiveMainloop::DispatchPolicy::Stages;
 };
 
-template <class Element>
-using Large = Config<Element, ABLATE_SEAM_TILE, LargeCluster, Schedule, GEMM_LARGE_SCHEDULER,
-                     cute::Shape<int, int, int>>;
-template <class Element>
-using Skinny = Config<Element, GEMM_SKINNY_TILE,
-                      cute::conditional_t<Mainloop::kMulticast, GEMM_SKINNY_CLUSTER, Cluster1x1>,
-                      GEMM_SKINNY_SCHEDULE, GEMM_SKINNY_SCHEDULER, cute::Shape<int, int, int, int>>;
+using Rank3 = cute::Shape<int, int, int>;
+using Rank4 = cute::Shape<int, int, int, int>;
 
-// The workspace a configuration asks for (stream-K's partial sums and tile locks, in a tuning
-// build that picks it; none for the data-parallel scheduler), which the ABI has no argument for: one
-// buffer per process, grown before use. It cannot grow inside a CUDA graph capture, where
+// The candidates, by spec.CANDIDATES' index. Only large takes the schedule, cluster and tile
+// seams; the others' tiles, clusters and schedules are theirs (a 64-row tile is too short to
+// split between two warpgroups; stream-K needs the cooperative schedule). The problem shape's
+// rank, the scheduler and the MMA atom (64 x tile N) tell them apart in a kernel name.
+template <int I, class Element> struct Candidate;
+#define GEMM_CANDIDATE(index, config, ...)                             \
+  template <class E> struct Candidate<index, E> {                      \
+    static constexpr const char* name = #config;                       \
+    using type = Config<E, __VA_ARGS__>;                               \
+  };
+//             index  name         tile             cluster       schedule     scheduler     problem
+GEMM_CANDIDATE(1,     large,       ABLATE_SEAM_TILE, LargeCluster, Schedule,    DataParallel, Rank3)
+GEMM_CANDIDATE(2,     skinny,      Tile64x64,        Cluster1x1,   PingPong,    DataParallel, Rank4)
+GEMM_CANDIDATE(3,     streamk,     Tile128x128,      Cluster1x1,   Cooperative, StreamK,      Rank3)
+GEMM_CANDIDATE(4,     skinny_n32,  Tile64x32,        Cluster1x1,   PingPong,    DataParallel, Rank4)
+GEMM_CANDIDATE(5,     skinny_n128, Tile64x128,       Cluster1x1,   PingPong,    DataParallel, Rank4)
+GEMM_CANDIDATE(6,     streamk_n64, Tile128x64,       Cluster1x1,   Cooperative, StreamK,      Rank3)
+#undef GEMM_CANDIDATE
+enum CandidateIndex { large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64 };
+
+// The workspace a configuration asks for (stream-K's partial sums and tile locks; none for the
+// data-parallel scheduler), which the ABI has no argument for: one buffer per process, grown
+// before use. It cannot grow inside a CUDA graph capture, where
 // allocation is illegal; ablate's gate runs each shape uncaptured first.
 struct Workspace {
   std::mutex lock;
@@ -199,19 +205,65 @@ static cudaError_t run(const void* a, const void* b, void* d, int m, int n, int 
   return cudaGetLastError();
 }
 
-template <class Element>
-static cudaError_t dispatch(const void* a, const void* b, void* d, int m, int n, int k, cudaStream_t stream) {
-  if (m <= kSkinnyMaxM) return run<Skinny<Element>>(a, b, d, m, n, k, stream);
-  return run<Large<Element>>(a, b, d, m, n, k, stream);
+// base/choice.def's bound on the wave efficiency of 128x128 tiles: floor(100 * tiles /
+// (waves * SMs)), the last wave counted whole (spec.choice computes the same).
+static int wave_efficiency(int m, int n, int sms) {
+  const int64_t tiles = (int64_t(m) + 127) / 128 * ((int64_t(n) + 127) / 128);
+  const int64_t waves = (tiles + sms - 1) / sms;
+  return static_cast<int>(tiles * 100 / (waves * sms));
 }
 
-// A configuration as the variant info lists it; m in [min_m, max_m] runs it (0: no bound).
-template <class C>
-static std::string config_json(const char* name, const char* dtype, int min_m, int max_m) {
-  return std::string("{\"name\": \"") + name + "\", \"dtype\": \"" + dtype + "\", \"threads\": " +
-         std::to_string(C::kThreads) + ", \"smem_bytes\": " + std::to_string(C::kSmem) +
-         ", \"stages\": " + std::to_string(C::kStages) + ", \"min_m\": " + std::to_string(min_m) +
-         ", \"max_m\": " + std::to_string(max_m) + "}";
+static bool holds(int max_m, int max_efficiency, int m, int efficiency) {
+  return (max_m == 0 || m <= max_m) && efficiency <= max_efficiency;
+}
+
+// The configuration a shape runs: the first row of base/choice.def whose bounds hold.
+static const char* choice(int m, int n, int sms) {
+  const int e = wave_efficiency(m, n, sms);
+#define GEMM_CHOICE(config, max_m, max_efficiency) \
+  if (holds(max_m, max_efficiency, m, e)) return Candidate<config, cutlass::half_t>::name;
+#include "choice.def"
+#undef GEMM_CHOICE
+  return nullptr;  // a table whose last row does not hold everywhere (spec.choice refuses it)
+}
+
+template <class Element>
+static cudaError_t dispatch(const void* a, const void* b, void* d, int m, int n, int k, cudaStream_t stream) {
+#if ABLATE_GEMM_FORCE
+  return run<typename Candidate<ABLATE_GEMM_FORCE, Element>::type>(a, b, d, m, n, k, stream);
+#else
+  const int e = wave_efficiency(m, n, sm_count());
+#define GEMM_CHOICE(config, max_m, max_efficiency) \
+  if (holds(max_m, max_efficiency, m, e)) return run<typename Candidate<config, Element>::type>(a, b, d, m, n, k, stream);
+#include "choice.def"
+#undef GEMM_CHOICE
+  return cudaErrorInvalidValue;
+#endif
+}
+
+// A configuration as the variant info lists it ("fp16_large", ...).
+template <int I, class Element>
+static std::string config_json(const char* dtype) {
+  using C = typename Candidate<I, Element>::type;
+  return std::string("{\"name\": \"") + dtype + "_" + Candidate<I, Element>::name + "\", \"dtype\": \"" + dtype +
+         "\", \"threads\": " + std::to_string(C::kThreads) + ", \"smem_bytes\": " + std::to_string(C::kSmem) +
+         ", \"stages\": " + std::to_string(C::kStages) + "}";
+}
+
+// Each configuration the build runs, once: the forced candidate, or every one the table names.
+template <class Element>
+static void configs_json(const char* dtype, std::string& out) {
+  auto add = [&](const std::string& json) {
+    if (out.find(json.substr(0, json.find(','))) != std::string::npos) return;  // named twice in the table
+    out += (out.empty() ? "" : ", ") + json;
+  };
+#if ABLATE_GEMM_FORCE
+  add(config_json<ABLATE_GEMM_FORCE, Element>(dtype));
+#else
+#define GEMM_CHOICE(config, max_m, max_efficiency) add(config_json<config, Element>(dtype));
+#include "choice.def"
+#undef GEMM_CHOICE
+#endif
 }
 
 }  // namespace gemm
@@ -229,17 +281,24 @@ extern "C" int ablate_cutlass_gemm(const void* a, const void* b, void* d, int m,
   }
 }
 
+// The configuration base/choice.def picks for (m, n) on a GPU of `sms` SMs ("large", ...),
+// for the plugin's tests to hold spec.choice to (the library loads without a GPU); NULL when
+// no row holds. Not part of the kernel's ABI (base/ablate_gemm.h).
+extern "C" const char* ablate_cutlass_gemm_choice(int m, int n, int sms) {
+  if (m < 1 || n < 1 || sms < 1) return nullptr;
+  return gemm::choice(m, n, sms);
+}
+
 extern "C" const char* ablate_variant_info(void) {
   using namespace gemm;
-  static const std::string info =
-      "{\"pathologies\": " + ablate::names_json(ABLATE_XSTR(ABLATE_PATHOLOGIES)) +
-      ", \"seams\": " ABLATE_SEAMS_JSON ", \"configs\": [" +
-      config_json<Large<cutlass::half_t>>("fp16_large", "fp16", kSkinnyMaxM + 1, 0) + ", " +
-      config_json<Skinny<cutlass::half_t>>("fp16_skinny", "fp16", 1, kSkinnyMaxM) +
+  static const std::string info = [] {
+    std::string configs;
+    configs_json<cutlass::half_t>("fp16", configs);
 #ifndef GEMM_TUNE_FP16_ONLY
-      ", " + config_json<Large<cutlass::bfloat16_t>>("bf16_large", "bf16", kSkinnyMaxM + 1, 0) + ", " +
-      config_json<Skinny<cutlass::bfloat16_t>>("bf16_skinny", "bf16", 1, kSkinnyMaxM) +
+    configs_json<cutlass::bfloat16_t>("bf16", configs);
 #endif
-      "]}";
+    return "{\"pathologies\": " + ablate::names_json(ABLATE_XSTR(ABLATE_PATHOLOGIES)) +
+           ", \"seams\": " ABLATE_SEAMS_JSON ", \"configs\": [" + configs + "]}";
+  }();
   return info.c_str();
 }

@@ -48,7 +48,9 @@ struct Stages2 {  // double buffering only
 // Tiles (M x N x K-step).
 using Tile128x128 = cute::Shape<cute::_128, cute::_128, cute::_64>;
 using Tile64x64 = cute::Shape<cute::_64, cute::_64, cute::_64>;
-using Tile128x64 = cute::Shape<cute::_128, cute::_64, cute::_64>;  // the skinny configuration's
+using Tile128x64 = cute::Shape<cute::_128, cute::_64, cute::_64>;   // candidates of a tuning build (GEMM_FORCE)
+using Tile64x32 = cute::Shape<cute::_64, cute::_32, cute::_64>;
+using Tile64x128 = cute::Shape<cute::_64, cute::_128, cute::_64>;
 
 // Tile schedulers.
 using StreamK = cutlass::gemm::StreamKScheduler;
