@@ -37,20 +37,12 @@ def test_a_bad_dtype_is_a_clear_error():
     good = load("s512")
     with pytest.raises(ValueError, match=r"dtype must be one of \['fp16', 'bf16'\], got 'fp32'"):
         SPEC.validate_shape({**good, "dtype": "fp32"})
-    # the Hopper base has no BF16 instance: it refuses a BF16 shape by its field
-    with pytest.raises(ValueError, match=r"dtype must be one of \['fp16'\], got 'bf16'"):
-        plugins.load("attention_hopper").spec.validate_shape(load("s512_bf16"))
-
-
-def test_the_hopper_base_sees_the_fp16_shapes_only():
-    """Its conf/shape links each FP16 shape of attention's (a glob such as s4k* picks no BF16
-    shape it would refuse); each a link, so the two kernels' shapes cannot drift apart."""
-    hopper = plugins.load("attention_hopper")
-    names = sorted(p.stem for p in (hopper.conf / "shape").glob("*.yaml"))
-    assert names == FP16_SHAPES and len(names) == 20
-    for n in names:
-        link = hopper.conf / "shape" / f"{n}.yaml"
-        assert link.is_symlink() and link.resolve() == (ATTENTION.conf / "shape" / f"{n}.yaml").resolve()
+    # the Hopper base has BF16 instances too (tests/test_attention_hopper_bf16.py): it takes
+    # BF16 shapes, and refuses a bad dtype by the same field
+    hopper = plugins.load("attention_hopper").spec
+    assert hopper.validate_shape(load("s512_bf16"))["dtype"] == "bf16"
+    with pytest.raises(ValueError, match=r"dtype must be one of \['fp16', 'bf16'\], got 'fp32'"):
+        hopper.validate_shape({**good, "dtype": "fp32"})
 
 
 def test_shape_defaults_must_name_fields_of_shape():
@@ -67,9 +59,10 @@ def test_the_abi_gets_the_dtype_and_the_gate_its_tolerance():
     assert SPEC.arguments(pointers, fp16, 0)[-2:] == (0, 0) and SPEC.arguments(pointers, bf16, 0)[-2:] == (1, 0)
     assert SPEC.tolerance(fp16) == 2e-3 and SPEC.tolerance(bf16) == 1e-2
     assert SPEC.label(bf16).endswith(" bf16") and "16" not in SPEC.label(fp16).split("D=64")[1]
-    # the Hopper base keeps the FP16 form of the ABI
+    # the Hopper base calls the same form of the ABI
     hopper = plugins.load("attention_hopper").spec
-    assert hopper.SYMBOL == "ablate_attention_fwd" and len(hopper.arguments(pointers, fp16, 0)) == 11
+    assert hopper.SYMBOL == "ablate_attention_fwd_dtype"
+    assert hopper.arguments(pointers, bf16, 0) == SPEC.arguments(pointers, bf16, 0)
 
 
 CONFIGS = [{"name": "d64", "dtype": "fp16", "head_dim": 64}, {"name": "d128", "dtype": "fp16", "head_dim": 128},

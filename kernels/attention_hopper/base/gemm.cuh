@@ -1,5 +1,6 @@
 // The two GEMMs of a consumer warpgroup on the tensor cores' asynchronous path (wgmma):
-// S = Q K^T from shared memory, O += P V with P from registers. Issued, then waited on.
+// S = Q K^T from shared memory, O += P V with P from registers. Issued, then waited on. The
+// operands are of the tile's element type (T::Elem: FP16 or BF16), the accumulators FP32.
 #pragma once
 #include "base/wgmma.cuh"
 #include "base/tma.cuh"
@@ -14,11 +15,11 @@ struct Wgmma {
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < T::kHeadDim / 16; ++ks)
-      wgmma_ss<T::kBlockN>(s, L::template desc_k<T::kBlockM>(q, ks),
-                           L::template desc_k<T::kBlockN>(k, ks), ks > 0);
+      wgmma_ss<T::kBlockN, typename T::Elem>(s, L::template desc_k<T::kBlockM>(q, ks),
+                                             L::template desc_k<T::kBlockN>(k, ks), ks > 0);
     wgmma_commit();
   }
-  // O (64 x D) += P (64 x BLOCK_N, FP16 registers) V; V is MN-major (D contiguous), 16 keys
+  // O (64 x D) += P (64 x BLOCK_N, registers of T::Elem) V; V is MN-major (D contiguous), 16 keys
   // per k-step.
   template <class T>
   __device__ __forceinline__ static void pv(float (&o)[T::kHeadDim / 2],
@@ -28,7 +29,7 @@ struct Wgmma {
 #pragma unroll
     for (int ks = 0; ks < T::kBlockN / 16; ++ks) {
       const uint32_t a[4] = {p[4 * ks], p[4 * ks + 1], p[4 * ks + 2], p[4 * ks + 3]};
-      wgmma_rs<T::kHeadDim>(o, a, L::template desc_mn<T::kBlockN>(v, ks));
+      wgmma_rs<T::kHeadDim, typename T::Elem>(o, a, L::template desc_mn<T::kBlockN>(v, ks));
     }
     wgmma_commit();
   }

@@ -1,5 +1,6 @@
 // FlashAttention-3-style forward pass for Hopper (sm_90a): O = softmax(scale * Q K^T) V,
-// FP16 in and out, FP32 softmax statistics and O accumulator. The copy engine (TMA) fills a
+// FP16 or BF16 in and out (the element type E of the tile, base/elem.cuh), FP32 softmax
+// statistics and O accumulator. The copy engine (TMA) fills a
 // ring of K/V tiles for the tensor cores' asynchronous MMAs (wgmma); a producer warpgroup
 // issues the copies, two consumer warpgroups compute, taking turns on the tensor cores; a
 // block stays on its SM for query tile after query tile, and at D = 128 the last waves'
@@ -17,6 +18,7 @@
 
 #include "../attention/base/ablate_attention.h"  // the C ABI both attention kernels share
 #include "../attention/base/abi_args.cuh"
+#include "base/elem.cuh"
 #include "base/tile.cuh"
 #include "base/pipeline.cuh"
 #include "base/layout.cuh"
@@ -67,11 +69,12 @@ using Registers = ABLATE_SEAM_REGISTERS;
 using Turns = ABLATE_SEAM_TURNS;
 using MainLoop = ABLATE_SEAM_MAINLOOP;
 using Pipeline = ABLATE_SEAM_PIPELINE;
-using Layout = ABLATE_SEAM_SWIZZLE;    // reached as T::Layout through the tile (HopperTile<D, Layout>)
+using Layout = ABLATE_SEAM_SWIZZLE;    // reached as T::Layout through the tile (HopperTile<D, Layout, E>)
 
 struct Params {
   CUtensorMap tm_q, tm_k, tm_v, tm_o;  // the layout's maps of the (B*H, S, D) tensors
   const half* q;                       // the same tensors, for loaders without the copy engine
+                                       // (as 16-bit words: they move bytes, whatever the type)
   const half* k;
   const half* v;
   int seq_len;
@@ -119,7 +122,7 @@ struct Consumer {
   const int bh, j0, n_tiles;       // its (batch, head); its first key tile, and how many
   const int slot0;                 // key tiles through the K/V rings before the work's
   float s[T::kBlockN / 2];         // scores of the newest key tile, then its probabilities
-  uint32_t pf[T::kBlockN / 4];     // those probabilities as FP16 A fragments
+  uint32_t pf[T::kBlockN / 4];     // those probabilities as A fragments of T::Elem
   float o[T::kHeadDim / 2];        // the output accumulator
   OnlineSoftmax stats;
 
@@ -177,7 +180,7 @@ struct Consumer {
     stats.update(s, p.scale_log2);
   }
   __device__ __forceinline__ void rescale() { stats.rescale(o); }
-  __device__ __forceinline__ void to_p() { to_fp16(s, pf); }
+  __device__ __forceinline__ void to_p() { pack_p<typename T::Elem>(s, pf); }
 
   // A split tile (base/partials.cuh). With its last keys: O, maxima and sums as they stand,
   // left for the block before, which has the first keys.
@@ -205,7 +208,7 @@ struct Consumer {
     stats.merge(o, o2, {ml.x, ml.y}, {ml.z, ml.w}, p.scale_log2);
   }
 
-  // O / l in FP16 into this warpgroup's rows of the O tile (in the layout TMA reads), once
+  // O / l in T::Elem into this warpgroup's rows of the O tile (in the layout TMA reads), once
   // the previous query tile's store has read them out; then one thread has the copy engine
   // store them, rows past the sequence end dropped, and goes on without waiting.
   __device__ __forceinline__ void store() {
@@ -218,7 +221,7 @@ struct Consumer {
     for (int i = 0; i < T::kHeadDim / 2; i += 2) {
       const int col = (i / 4) * 8, r = (tid >> 5) * 16 + (lane >> 2) + ((i >> 1) & 1) * 8;
       *reinterpret_cast<uint32_t*>(T::Layout::template at<T::kBlockM>(out, r, col / 8) +
-                                   (lane & 3) * 4) = pack_half2(o[i], o[i + 1]);
+                                   (lane & 3) * 4) = T::Elem::pack(o[i], o[i + 1]);
     }
     fence_async_smem();
     bar_sync(3 + wg, 128);
@@ -300,9 +303,9 @@ static int sm_count() {
   return counts[dev] > 0 ? counts[dev] : 1;
 }
 
-template <int D, bool kCausal>
+template <int D, bool kCausal, class E>
 static cudaError_t launch(const Params& p, cudaStream_t stream) {
-  using T = HopperTile<D, Layout>;
+  using T = HopperTile<D, Layout, E>;
   auto kernel = hopper_attention_kernel<T, kCausal>;
   static const cudaError_t opt_in = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Plan<T>::kBytes);
@@ -313,9 +316,28 @@ static cudaError_t launch(const Params& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-extern "C" int ablate_attention_fwd(const void* q, const void* k, const void* v, void* o, int B,
-                                    int H, int S, int D, int causal, float scale, void* stream) {
-  if (!ablate_attention_args_ok(q, k, v, o, B, H, S, D, scale))
+// The tensor maps of element type E, then the instance of D and the causal flag.
+template <class E>
+static cudaError_t launch(Params& p, const void* q, const void* k, const void* v, void* o, int S,
+                          int D, int causal, cudaStream_t st) {
+  // The tensor maps are encoded on every call (about a microsecond of host time each); a
+  // CUDA graph captures them with the launch.
+  const int bh = p.batch_heads;
+  cudaError_t err;
+  if ((err = Layout::load_map(&p.tm_q, E::kMapType, q, bh, S, D, 128)) != cudaSuccess ||  // kBlockM rows
+      (err = Layout::load_map(&p.tm_k, E::kMapType, k, bh, S, D, 128)) != cudaSuccess ||  // kBlockN rows
+      (err = Layout::load_map(&p.tm_v, E::kMapType, v, bh, S, D, 128)) != cudaSuccess ||
+      (err = Layout::store_map(&p.tm_o, E::kMapType, o, bh, S, D, 64)) != cudaSuccess)   // a warpgroup's rows
+    return err;
+  if (D == 64) return causal ? launch<64, true, E>(p, st) : launch<64, false, E>(p, st);
+  return causal ? launch<128, true, E>(p, st) : launch<128, false, E>(p, st);
+}
+
+extern "C" int ablate_attention_fwd_dtype(const void* q, const void* k, const void* v, void* o,
+                                          int B, int H, int S, int D, int causal, float scale,
+                                          int dtype, void* stream) {
+  if (!ablate_attention_args_ok(q, k, v, o, B, H, S, D, scale) ||
+      (dtype != ABLATE_ATTENTION_FP16 && dtype != ABLATE_ATTENTION_BF16))
     return static_cast<int>(cudaErrorInvalidValue);
   Params p{};
   p.q = static_cast<const half*>(q);
@@ -324,26 +346,24 @@ extern "C" int ablate_attention_fwd(const void* q, const void* k, const void* v,
   p.seq_len = S;
   p.batch_heads = B * H;
   p.scale_log2 = scale * 1.4426950408889634f;
-  // The tensor maps are encoded on every call (about a microsecond of host time each); a
-  // CUDA graph captures them with the launch.
-  const int bh = B * H;
-  cudaError_t err;
-  if ((err = Layout::load_map(&p.tm_q, q, bh, S, D, 128)) != cudaSuccess ||    // kBlockM rows
-      (err = Layout::load_map(&p.tm_k, k, bh, S, D, 128)) != cudaSuccess ||    // kBlockN rows
-      (err = Layout::load_map(&p.tm_v, v, bh, S, D, 128)) != cudaSuccess ||
-      (err = Layout::store_map(&p.tm_o, o, bh, S, D, 64)) != cudaSuccess)     // a warpgroup's rows
-    return static_cast<int>(err);
   const auto st = static_cast<cudaStream_t>(stream);
-  if (D == 64) err = causal ? launch<64, true>(p, st) : launch<64, false>(p, st);
-  else err = causal ? launch<128, true>(p, st) : launch<128, false>(p, st);
-  return static_cast<int>(err);
+  return static_cast<int>(dtype == ABLATE_ATTENTION_BF16 ? launch<Bf16>(p, q, k, v, o, S, D, causal, st)
+                                                         : launch<Fp16>(p, q, k, v, o, S, D, causal, st));
+}
+
+extern "C" int ablate_attention_fwd(const void* q, const void* k, const void* v, void* o, int B,
+                                    int H, int S, int D, int causal, float scale, void* stream) {
+  return ablate_attention_fwd_dtype(q, k, v, o, B, H, S, D, causal, scale, ABLATE_ATTENTION_FP16,
+                                    stream);
 }
 
 // ---- What was compiled ------------------------------------------------------------------
-template <int D>
+// One per head dim and element type: d64, d128 (FP16), d64_bf16, d128_bf16.
+template <int D, class E>
 static std::string config_json() {
-  using T = HopperTile<D, Layout>;
-  return "{\"name\": \"d" + std::to_string(D) + "\", \"head_dim\": " + std::to_string(D) +
+  using T = HopperTile<D, Layout, E>;
+  return "{\"name\": \"d" + std::to_string(D) + (E::kBf16 ? "_bf16" : "") + "\", \"dtype\": \"" +
+         (E::kBf16 ? "bf16" : "fp16") + "\", \"head_dim\": " + std::to_string(D) +
          ", \"block_m\": " + std::to_string(T::kBlockM) + ", \"block_n\": " +
          std::to_string(T::kBlockN) + ", \"warps\": " + std::to_string(Roles::template threads<T>() / 32) +
          ", \"threads\": " + std::to_string(Roles::template threads<T>()) + ", \"stages\": " +
@@ -354,6 +374,7 @@ extern "C" const char* ablate_variant_info(void) {
   static const std::string info =
       "{\"pathologies\": " + ablate::names_json(ABLATE_XSTR(ABLATE_PATHOLOGIES)) +
       ", \"seams\": " ABLATE_SEAMS_JSON ", \"configs\": [" +
-      config_json<64>() + ", " + config_json<128>() + "]}";
+      config_json<64, Fp16>() + ", " + config_json<128, Fp16>() + ", " + config_json<64, Bf16>() +
+      ", " + config_json<128, Bf16>() + "]}";
   return info.c_str();
 }

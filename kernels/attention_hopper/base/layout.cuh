@@ -1,7 +1,7 @@
 // The shared-memory layout of the tiles (the swizzle seam): where each 16-byte chunk of a row
 // lies, how wgmma's descriptors describe that, and the TMA copies that write and read it.
 //
-// A layout type provides, for a tile of kRows rows of D halves (chunks c = 0 .. D/8 - 1):
+// A layout type provides, for a tile of kRows rows of D 16-bit elements (chunks c = 0 .. D/8 - 1):
 //   offset<kRows>(r, c)        byte offset of chunk c of row r. Additive over groups of 8 rows:
 //                              offset(r0 + r, c) = offset(r0, 0) + offset(r, c) when r0 % 8 == 0,
 //                              so code may start from a pointer to row r0 (a warpgroup's rows)
@@ -12,8 +12,9 @@
 //                              starting at `rows` (in shared memory)
 //   desc_mn<kRows>(tile, ks)   wgmma descriptor of an MN-major operand (V: keys along K, the
 //                              head dim contiguous) at k-step ks (16 keys)
-//   load_map / store_map       host: the tensor maps of one FP16 (B*H, S, D) tensor, for tile
-//                              loads and for the stores of one warpgroup's rows
+//   load_map / store_map       host: the tensor maps of one (B*H, S, D) tensor of element type
+//                              `type` (FP16 or BF16), for tile loads and for the stores of one
+//                              warpgroup's rows
 //   load<T, kRows>             device: TMA copies of a whole tile (every column) into shared memory
 //   store<T>                   device: TMA stores of one warpgroup's 64 output rows
 #pragma once
@@ -49,16 +50,18 @@ struct Swizzle128 {
   // Three dimensions (d, s, b*h) rather than two, so that a box past a head's last row is
   // filled with zeros (loads) or dropped (stores) instead of touching the next head. Boxes of
   // 64 columns (128 bytes, the swizzle's width) by `rows` rows.
-  static cudaError_t load_map(CUtensorMap* map, const void* ptr, int bh, int seq, int d, int rows) {
+  static cudaError_t load_map(CUtensorMap* map, CUtensorMapDataType type, const void* ptr, int bh,
+                              int seq, int d, int rows) {
     const cuuint64_t dims[3] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(seq),
                                 static_cast<cuuint64_t>(bh)};
     const cuuint64_t strides[2] = {static_cast<cuuint64_t>(d) * 2,
                                    static_cast<cuuint64_t>(seq) * d * 2};  // bytes, dims 1 and 2
     const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(rows), 1};
-    return encode_tensor_map(map, ptr, 3, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
+    return encode_tensor_map(map, type, ptr, 3, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
   }
-  static cudaError_t store_map(CUtensorMap* map, const void* ptr, int bh, int seq, int d, int rows) {
-    return load_map(map, ptr, bh, seq, d, rows);
+  static cudaError_t store_map(CUtensorMap* map, CUtensorMapDataType type, const void* ptr, int bh,
+                               int seq, int d, int rows) {
+    return load_map(map, type, ptr, bh, seq, d, rows);
   }
   // One box per 64-column panel.
   template <class T, int kRows>

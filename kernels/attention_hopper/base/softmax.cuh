@@ -1,7 +1,7 @@
 // Online softmax on a warpgroup's score fragments (64 rows x N keys, FP32): running row max
-// and row sum, the rescale factor of O, and the probabilities packed as FP16 A fragments.
+// and row sum, the rescale factor of O, and the probabilities packed as A fragments of the
+// element type (FP16 or BF16).
 #pragma once
-#include <cuda_fp16.h>
 #include <cstdint>
 
 __device__ __forceinline__ float fast_exp2(float x) {  // one MUFU op; exp2(-inf) = 0
@@ -95,15 +95,10 @@ struct OnlineSoftmax {
   }
 };
 
-__device__ __forceinline__ uint32_t pack_half2(float a, float b) {
-  const __half2 h = __floats2half2_rn(a, b);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-// Probabilities (C fragments, FP32) -> A fragments of P.V (FP16): per k16 step, the two n8
-// blocks of 8 keys become {row g, row g+8} x {keys 0-7, keys 8-15}.
-template <int N>
-__device__ __forceinline__ void to_fp16(const float (&s)[N], uint32_t (&p)[N / 2]) {
+// Probabilities (C fragments, FP32) -> A fragments of P.V in the element type E (base/elem.cuh):
+// per k16 step, the two n8 blocks of 8 keys become {row g, row g+8} x {keys 0-7, keys 8-15}.
+template <class E, int N>
+__device__ __forceinline__ void pack_p(const float (&s)[N], uint32_t (&p)[N / 2]) {
 #pragma unroll
-  for (int i = 0; i < N / 2; ++i) p[i] = pack_half2(s[2 * i], s[2 * i + 1]);
+  for (int i = 0; i < N / 2; ++i) p[i] = E::pack(s[2 * i], s[2 * i + 1]);
 }

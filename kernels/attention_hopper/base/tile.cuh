@@ -6,15 +6,17 @@
 #include "base/pipeline.cuh"
 
 // L: the tiles' shared-memory layout (the swizzle seam, base/layout.cuh), reached by everything
-// templated on the tile as T::Layout.
-template <int D, class L>
+// templated on the tile as T::Layout; E: the element type (base/elem.cuh: Fp16, Bf16), reached
+// as T::Elem by the MMAs and the packing of P and O.
+template <int D, class L, class E>
 struct HopperTile {
   using Layout = L;
+  using Elem = E;
   static constexpr int kHeadDim = D;
   static constexpr int kBlockM = 128;             // query rows per block
   static constexpr int kBlockN = 128;             // keys per K/V tile
   static constexpr int kConsumers = 2;            // warpgroups of 64 rows (one wgmma M each)
-  static constexpr int kQBytes = kBlockM * D * 2;
+  static constexpr int kQBytes = kBlockM * D * 2;  // 16-bit elements, FP16 or BF16
   static constexpr int kKVBytes = kBlockN * D * 2;
 };
 

@@ -65,12 +65,13 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// ---- host: a tensor map of FP16 data, read or written box by box ---------------------------
-// Encoded through the runtime's driver entry point (no -lcuda). `dims`, `box`: rank values,
-// innermost first; `strides`: rank - 1 byte strides of dims 1 ... The layout (base/layout.cuh)
-// chooses the dimensions, the box and the swizzle.
-inline cudaError_t encode_tensor_map(CUtensorMap* map, const void* ptr, int rank,
-                                     const cuuint64_t* dims, const cuuint64_t* strides,
+// ---- host: a tensor map of 16-bit data, read or written box by box -------------------------
+// Encoded through the runtime's driver entry point (no -lcuda). `type`: the element type's
+// (FP16 or BF16: base/elem.cuh); `dims`, `box`: rank values, innermost first; `strides`:
+// rank - 1 byte strides of dims 1 ... The layout (base/layout.cuh) chooses the dimensions, the
+// box and the swizzle.
+inline cudaError_t encode_tensor_map(CUtensorMap* map, CUtensorMapDataType type, const void* ptr,
+                                     int rank, const cuuint64_t* dims, const cuuint64_t* strides,
                                      const cuuint32_t* box, CUtensorMapSwizzle swizzle) {
   static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
     void* fn = nullptr;
@@ -83,7 +84,7 @@ inline cudaError_t encode_tensor_map(CUtensorMap* map, const void* ptr, int rank
   }();
   if (encode == nullptr) return cudaErrorNotSupported;
   const cuuint32_t unit[5] = {1, 1, 1, 1, 1};
-  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, rank, const_cast<void*>(ptr), dims,
+  const CUresult r = encode(map, type, rank, const_cast<void*>(ptr), dims,
                             strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;

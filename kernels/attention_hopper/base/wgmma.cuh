@@ -6,6 +6,7 @@
 // row lane/4 + 8h, column 8j + 2*(lane%4) + e.
 #pragma once
 #include <cstdint>
+#include "base/elem.cuh"
 
 // A shared-memory matrix descriptor (the PTX ISA's "Matrix Descriptor Format"): bits 0-13
 // the start address, 16-29 the leading dimension byte offset (LBO), 32-45 the stride
@@ -46,53 +47,65 @@ __device__ __forceinline__ void fence_registers(float (&d)[N]) {
     "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, " \
     "%61, %62, %63"
 
-// d (64 x N, FP32) (+)= A (64 x 16, FP16, shared, K-major) * B (16 x N, FP16, shared, K-major)
-template <int N> __device__ void wgmma_ss(float (&d)[N / 2], uint64_t a, uint64_t b, int accumulate);
-// d (64 x N, FP32) += A (64 x 16, FP16 registers) * B (16 x N, FP16, shared, MN-major)
-template <int N> __device__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b);
+// d (64 x N, FP32) (+)= A (64 x 16, E, shared, K-major) * B (16 x N, E, shared, K-major)
+template <int N, class E> __device__ void wgmma_ss(float (&d)[N / 2], uint64_t a, uint64_t b, int accumulate);
+// d (64 x N, FP32) += A (64 x 16, E registers) * B (16 x N, E, shared, MN-major)
+template <int N, class E> __device__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b);
 
+// The four instructions of element type E, whose PTX type is TYPE ("f16", "bf16"): one text
+// for both, so the two cannot drift apart (the FP16 ones are, character for character, those
+// the kernel had before BF16 came).
+#define ABLATE_WGMMA(E, TYPE)                                                                   \
+  template <>                                                                                    \
+  __device__ __forceinline__ void wgmma_ss<64, E>(float (&d)[32], uint64_t a, uint64_t b,       \
+                                                  int accumulate) {                              \
+    asm volatile(                                                                                \
+        "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"                                           \
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " {"                         \
+        ABLATE_D32                                                                               \
+        "}, %32, %33, p, 1, 1, 0, 0;\n}"                                                         \
+        : ABLATE_F8(0), ABLATE_F8(8), ABLATE_F8(16), ABLATE_F8(24)                               \
+        : "l"(a), "l"(b), "r"(accumulate));                                                      \
+  }                                                                                              \
+  template <>                                                                                    \
+  __device__ __forceinline__ void wgmma_rs<64, E>(float (&d)[32], const uint32_t (&a)[4],       \
+                                                  uint64_t b) {                                  \
+    asm volatile(                                                                                \
+        "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n"                                            \
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " {"                         \
+        ABLATE_D32                                                                               \
+        "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}"                                           \
+        : ABLATE_F8(0), ABLATE_F8(8), ABLATE_F8(16), ABLATE_F8(24)                               \
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));                                   \
+  }                                                                                              \
+  template <>                                                                                    \
+  __device__ __forceinline__ void wgmma_ss<128, E>(float (&d)[64], uint64_t a, uint64_t b,      \
+                                                   int accumulate) {                             \
+    asm volatile(                                                                                \
+        "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"                                           \
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {"                        \
+        ABLATE_D64                                                                               \
+        "}, %64, %65, p, 1, 1, 0, 0;\n}"                                                         \
+        : ABLATE_F8(0), ABLATE_F8(8), ABLATE_F8(16), ABLATE_F8(24), ABLATE_F8(32), ABLATE_F8(40), \
+          ABLATE_F8(48), ABLATE_F8(56)                                                           \
+        : "l"(a), "l"(b), "r"(accumulate));                                                      \
+  }                                                                                              \
+  template <>                                                                                    \
+  __device__ __forceinline__ void wgmma_rs<128, E>(float (&d)[64], const uint32_t (&a)[4],      \
+                                                   uint64_t b) {                                 \
+    asm volatile(                                                                                \
+        "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n"                                            \
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {"                        \
+        ABLATE_D64                                                                               \
+        "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}"                                           \
+        : ABLATE_F8(0), ABLATE_F8(8), ABLATE_F8(16), ABLATE_F8(24), ABLATE_F8(32), ABLATE_F8(40), \
+          ABLATE_F8(48), ABLATE_F8(56)                                                           \
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));                                   \
+  }
 
-template <>
-__device__ __forceinline__ void wgmma_ss<64>(float (&d)[32], uint64_t a, uint64_t b, int accumulate) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
-      ABLATE_D32
-      "}, %32, %33, p, 1, 1, 0, 0;\n}"
-      : ABLATE_F8(0), ABLATE_F8(8), ABLATE_F8(16), ABLATE_F8(24)
-      : "l"(a), "l"(b), "r"(accumulate));
-}
-template <>
-__device__ __forceinline__ void wgmma_rs<64>(float (&d)[32], const uint32_t (&a)[4], uint64_t b) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
-      ABLATE_D32
-      "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}"
-      : ABLATE_F8(0), ABLATE_F8(8), ABLATE_F8(16), ABLATE_F8(24)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
-}
-
-template <>
-__device__ __forceinline__ void wgmma_ss<128>(float (&d)[64], uint64_t a, uint64_t b, int accumulate) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
-      ABLATE_D64
-      "}, %64, %65, p, 1, 1, 0, 0;\n}"
-      : ABLATE_F8(0), ABLATE_F8(8), ABLATE_F8(16), ABLATE_F8(24), ABLATE_F8(32), ABLATE_F8(40), ABLATE_F8(48), ABLATE_F8(56)
-      : "l"(a), "l"(b), "r"(accumulate));
-}
-template <>
-__device__ __forceinline__ void wgmma_rs<128>(float (&d)[64], const uint32_t (&a)[4], uint64_t b) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
-      ABLATE_D64
-      "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}"
-      : ABLATE_F8(0), ABLATE_F8(8), ABLATE_F8(16), ABLATE_F8(24), ABLATE_F8(32), ABLATE_F8(40), ABLATE_F8(48), ABLATE_F8(56)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
-}
+ABLATE_WGMMA(Fp16, "f16")
+ABLATE_WGMMA(Bf16, "bf16")
+#undef ABLATE_WGMMA
 #undef ABLATE_F8
 #undef ABLATE_D32
 #undef ABLATE_D64

@@ -18,11 +18,19 @@ struct WarpMma {
       asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                    : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
   }
+  // D (16 x 8, FP32) += A * B, A and B of the tile's element type E (FP16 or BF16).
+  template <class E>
   __device__ __forceinline__ static void mma(float* d, const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
-                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    if constexpr (E::kBf16)
+      asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+                   "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                   : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+      asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+                   "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                   : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
 
   // Fragment addresses: chunk c of row r at the tiles' layout's offset (T::Layout, relative to
@@ -41,8 +49,8 @@ struct WarpMma {
       for (int nb = 0; nb < T::kBlockN / 16; ++nb) {
         uint32_t b[4];
         ldsm4(b, smem_u32(k) + L::template offset<T::kBlockN>(nb * 16 + (lane / 16) * 8 + (lane & 7), 2 * ks + (lane / 8) % 2), false);
-        mma(&s[8 * nb], a, b[0], b[1]);
-        mma(&s[8 * nb + 4], a, b[2], b[3]);
+        mma<typename T::Elem>(&s[8 * nb], a, b[0], b[1]);
+        mma<typename T::Elem>(&s[8 * nb + 4], a, b[2], b[3]);
       }
     }
   }
@@ -58,8 +66,8 @@ struct WarpMma {
       for (int dp = 0; dp < T::kHeadDim / 16; ++dp) {
         uint32_t b[4];
         ldsm4(b, smem_u32(v) + L::template offset<T::kBlockN>(kk * 16 + (lane & 7) + ((lane / 8) % 2) * 8, 2 * dp + lane / 16), true);
-        mma(&o[8 * dp], a, b[0], b[1]);
-        mma(&o[8 * dp + 4], a, b[2], b[3]);
+        mma<typename T::Elem>(&o[8 * dp], a, b[0], b[1]);
+        mma<typename T::Elem>(&o[8 * dp + 4], a, b[2], b[3]);
       }
     }
   }

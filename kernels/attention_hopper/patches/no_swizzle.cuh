@@ -13,7 +13,7 @@
 #endif
 #include "base/layout.cuh"
 
-// Bulk tensor copies of a box of the 4-dimensional map below: coordinates (half in chunk,
+// Bulk tensor copies of a box of the 4-dimensional map below: coordinates (element in chunk,
 // row, chunk, b*h).
 __device__ __forceinline__ void tma_load_4d(void* dst, const CUtensorMap* map, uint64_t* bar,
                                             int row, int chunk, int bh) {
@@ -51,25 +51,27 @@ struct NoSwizzle {
     return smem_desc(smem_u32(tile) + offset<kRows>(16 * ks, 0), 128, kRows * 16, kSmemDescNone);
   }
 
-  // (8 halves, S, D/8 chunks, B*H): byte strides D*2 (rows), 16 (chunks), S*D*2 (heads). A
+  // (8 elements, S, D/8 chunks, B*H): byte strides D*2 (rows), 16 (chunks), S*D*2 (heads). A
   // box is traversed dimension 0 first, so shared memory receives [chunk][row][16 bytes]. Rows
   // past a head's end are zeros (loads) or dropped (stores), as in the base's map.
-  static cudaError_t tensor_map(CUtensorMap* map, const void* ptr, int bh, int seq, int d, int rows,
-                                int chunks) {
+  static cudaError_t tensor_map(CUtensorMap* map, CUtensorMapDataType type, const void* ptr, int bh,
+                                int seq, int d, int rows, int chunks) {
     const cuuint64_t dims[4] = {8, static_cast<cuuint64_t>(seq), static_cast<cuuint64_t>(d / 8),
                                 static_cast<cuuint64_t>(bh)};
     const cuuint64_t strides[3] = {static_cast<cuuint64_t>(d) * 2, 16,
                                    static_cast<cuuint64_t>(seq) * d * 2};
     const cuuint32_t box[4] = {8, static_cast<cuuint32_t>(rows), static_cast<cuuint32_t>(chunks), 1};
-    return encode_tensor_map(map, ptr, 4, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE);
+    return encode_tensor_map(map, type, ptr, 4, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE);
   }
   // Loads: one box per 64-column panel (8 chunks), as many copies and bytes per copy as the
   // base's; stores: one box per chunk, where a warpgroup's 64 rows are contiguous.
-  static cudaError_t load_map(CUtensorMap* m, const void* ptr, int bh, int seq, int d, int rows) {
-    return tensor_map(m, ptr, bh, seq, d, rows, 8);
+  static cudaError_t load_map(CUtensorMap* m, CUtensorMapDataType type, const void* ptr, int bh,
+                              int seq, int d, int rows) {
+    return tensor_map(m, type, ptr, bh, seq, d, rows, 8);
   }
-  static cudaError_t store_map(CUtensorMap* m, const void* ptr, int bh, int seq, int d, int rows) {
-    return tensor_map(m, ptr, bh, seq, d, rows, 1);
+  static cudaError_t store_map(CUtensorMap* m, CUtensorMapDataType type, const void* ptr, int bh,
+                               int seq, int d, int rows) {
+    return tensor_map(m, type, ptr, bh, seq, d, rows, 1);
   }
   template <class T, int kRows>
   __device__ __forceinline__ static void load(uint8_t* dst, const CUtensorMap* map, uint64_t* bar,
