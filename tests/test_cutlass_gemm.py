@@ -84,17 +84,19 @@ def test_wave_efficiency_counts_the_last_wave_whole():
 
 
 @pytest.mark.parametrize("m, n, want", [
-    (1, 4096, "skinny"), (64, 4096, "skinny"), (128, 4096, "skinny"),  # the skinny row: m <= 128
-    (129, 8, "streamk"), (256, 4096, "streamk"), (1000, 1000, "streamk"),  # under 80% of the last wave
-    (1500, 1496, "streamk"), (777, 5000, "streamk"),
-    (3000, 3000, "large"), (4096, 4096, "large"), (8192, 14336, "large"), (129, 128 * 132, "large")])
+    (1, 4096, "skinny_n128"), (16, 14336, "skinny_n128"),  # m <= 16
+    (17, 4096, "skinny"), (64, 4096, "skinny"), (128, 4096, "skinny"),  # m <= 128
+    (200, 1000, "skinny"), (129, 8, "skinny"),  # m <= 256 with the last wave at most a quarter busy
+    (256, 4096, "streamk_n64"), (129, 128 * 66, "streamk_n64"),  # m <= 256 otherwise
+    (1000, 1000, "large"), (1500, 1496, "large"), (777, 5000, "large"),
+    (3000, 3000, "large"), (4096, 4096, "large"), (8192, 14336, "large"), (257, 4096, "large")])
 def test_the_table_chooses_by_m_and_the_wave_efficiency(m, n, want):
     assert SPEC.choice({"m": m, "n": n, "k": 1000, "dtype": "fp16"}) == want
 
 
 def test_the_choice_follows_the_sm_count():
-    shape = {"m": 1000, "n": 1000, "k": 1000, "dtype": "fp16"}
-    assert SPEC.choice(shape, sms=132) == "streamk" and SPEC.choice(shape, sms=64) == "large"
+    shape = {"m": 200, "n": 1000, "k": 1000, "dtype": "fp16"}  # 16 tiles: 12% of 132 SMs, 50% of 32
+    assert SPEC.choice(shape, sms=132) == "skinny" and SPEC.choice(shape, sms=32) == "streamk_n64"
 
 
 @pytest.mark.parametrize("text, error", [
@@ -114,9 +116,9 @@ def test_a_table_row_reaches_the_choice():
 
 
 @pytest.mark.parametrize("pathology, shape, config", [
-    ("cooperative", "decode_m64", "skinny"), ("cluster_2x1", "decode_m16_n4k", "skinny"),
-    ("tile_64x64", "decode_m128_n4k_bf16", "skinny"), ("cooperative", "odd_m1000_n1000_k1000", "streamk"),
-    ("cluster_2x1", "decode_m256_n4k", "streamk"), ("tile_64x64", "odd_m777_n5000_k2056", "streamk")])
+    ("cooperative", "decode_m64", "skinny"), ("cluster_2x1", "decode_m32_n4k", "skinny"),
+    ("tile_64x64", "decode_m128_n4k_bf16", "skinny"), ("cooperative", "decode_m1_n4k", "skinny_n128"),
+    ("cluster_2x1", "decode_m256_n4k", "streamk_n64"), ("tile_64x64", "odd_m200_n1000_k1000", "skinny")])
 def test_a_seam_of_the_large_configuration_does_not_apply_where_another_runs(pathology, shape, config):
     shape = shipped_shapes()[shape]
     why = SPEC.not_applicable(pathology, shape)
@@ -126,7 +128,8 @@ def test_a_seam_of_the_large_configuration_does_not_apply_where_another_runs(pat
 @pytest.mark.parametrize("pathology", ["cooperative", "cluster_2x1", "tile_64x64", "cp_async", "two_stages",
                                        "no_tma_epilogue", "no_swizzle", "no_l1", "half_sms"])
 def test_every_pathology_applies_where_the_large_configuration_runs(pathology):
-    assert SPEC.not_applicable(pathology, shipped_shapes()["odd_m3000_n3000_k1000"]) is None
+    for shape in ("odd_m3000_n3000_k1000", "odd_m1000_n1000_k1000", "odd_m777_n5000_k2056"):
+        assert SPEC.not_applicable(pathology, shipped_shapes()[shape]) is None
 
 
 @pytest.mark.parametrize("pathology", ["cp_async", "two_stages", "no_tma_epilogue", "no_swizzle", "no_l1"])
@@ -146,8 +149,9 @@ def test_each_instance_is_one_configuration_and_a_shape_runs_one(built_kernels):
     assert sorted(static.config_of(SPEC, k, info["configs"]) for k in instances) == sorted(names)
     for shape, want in (({"m": 64, "n": 4096, "k": 4096, "dtype": "fp16"}, "fp16_skinny"),
                         ({"m": 128, "n": 8, "k": 8, "dtype": "bf16"}, "bf16_skinny"),
-                        ({"m": 129, "n": 8, "k": 8, "dtype": "fp16"}, "fp16_streamk"),
-                        ({"m": 1000, "n": 1000, "k": 1000, "dtype": "bf16"}, "bf16_streamk"),
+                        ({"m": 1, "n": 4096, "k": 8, "dtype": "fp16"}, "fp16_skinny_n128"),
+                        ({"m": 256, "n": 4096, "k": 8, "dtype": "fp16"}, "fp16_streamk_n64"),
+                        ({"m": 1000, "n": 1000, "k": 1000, "dtype": "bf16"}, "bf16_large"),
                         ({"m": 4096, "n": 4096, "k": 8, "dtype": "fp16"}, "fp16_large")):
         ran = [static.config_of(SPEC, k, info["configs"]) for k in instances
                if static.launched(SPEC, k, shape, info["configs"])]
@@ -155,7 +159,7 @@ def test_each_instance_is_one_configuration_and_a_shape_runs_one(built_kernels):
     # the configurations differ where the base says they do (static metrics per config)
     metrics = static.static_metrics(base, SPEC, info)
     assert metrics["fp16_large.sass.hgmma"] != metrics["fp16_skinny.sass.hgmma"]
-    assert metrics["fp16_streamk.sass.instructions"] > metrics["fp16_large.sass.instructions"]  # the fix-up
+    assert metrics["fp16_streamk_n64.sass.instructions"] > metrics["fp16_large.sass.instructions"]  # the fix-up
     assert all(c["threads"] == 384 for c in info["configs"])
 
 

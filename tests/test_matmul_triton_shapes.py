@@ -58,20 +58,20 @@ def test_the_large_shapes_keep_the_measured_base():
 def test_each_rule_picks_its_configuration():
     """One shape per rule of spec.RULES; undoing a rule (or an m bound) changes its pick."""
     pick = {n: SPEC.base_meta(shape(n)) for n in MATMUL.options("shape")}
-    # m <= 16: 16-row tiles; 64 wide where that is a wave (n 14336: 224 tiles), else 32 (n 4096)
+    # m <= 16: 16 x 128 where that is 0.8 of a wave (n 14336: 112 tiles), else 16 x 64 (n 4096)
     for n in ("decode_m1_bf16", "decode_m1_fp16", "decode_m16_bf16"):
-        assert (pick[n]["BLOCK_M"], pick[n]["BLOCK_N"]) == (16, 64), n
-    assert (pick["decode_m16_down_bf16"]["BLOCK_M"], pick["decode_m16_down_bf16"]["BLOCK_N"]) == (16, 32)
-    # 16 < m <= 64: 64-row tiles, 128 wide only where that is a wave (14336 / 128 = 112 < 132: 64)
-    assert (pick["decode_m64_bf16"]["BLOCK_M"], pick["decode_m64_bf16"]["BLOCK_N"]) == (64, 64)
-    assert SPEC.choose({"m": 64, "n": 32768, "k": 4096, "dtype": "bf16"}) == "m64"
-    # m > 64: wide where its tiles fill 2 waves, else square where it fills one, else 64-row tiles
-    assert SPEC.choose(shape("decode_m256_bf16")) == "square"  # wide: 2 x 56 = 112 tiles
-    assert SPEC.choose(shape("sq2k_bf16")) == "square"  # wide: 128 tiles, one wave
-    assert SPEC.choose({"m": 2048, "n": 4096, "k": 4096, "dtype": "bf16"}) == "square"  # wide: 256 < 2 x 132
-    assert SPEC.choose({"m": 2048, "n": 4352, "k": 4096, "dtype": "bf16"}) == "wide"  # wide: 272 tiles
-    assert SPEC.choose(shape("decode_m128_bf16")) == "m64"  # square: 112 tiles
-    assert SPEC.choose(shape("decode_m128_down_bf16")) == "m64_n64"  # square 32, m64 64 tiles
+        assert (pick[n]["BLOCK_M"], pick[n]["BLOCK_N"]) == (16, 128), n
+    assert (pick["decode_m16_down_bf16"]["BLOCK_M"], pick["decode_m16_down_bf16"]["BLOCK_N"]) == (16, 64)
+    # 16 < m <= 64: 64 x 128 where 0.8 of a wave (112 tiles), else 64 x 64
+    assert (pick["decode_m64_bf16"]["BLOCK_M"], pick["decode_m64_bf16"]["BLOCK_N"]) == (64, 128)
+    assert SPEC.choose({"m": 64, "n": 4096, "k": 4096, "dtype": "bf16"}) == "m64_n64"
+    # 64 < m <= 128: 128 x 128 on one warpgroup where 0.8 of a wave, else 64 x 64
+    assert SPEC.choose(shape("decode_m128_bf16")) == "square_w4"  # 112 tiles
+    assert SPEC.choose(shape("decode_m128_down_bf16")) == "m64_n64"  # square_w4 32 tiles
+    assert SPEC.choose({"m": 129, "n": 4096, "k": 4096, "dtype": "bf16"}) == "wide"  # above 128: META
+    # m > 128: wide at every point measured
+    assert SPEC.choose(shape("decode_m256_bf16")) == "wide"
+    assert SPEC.choose(shape("sq2k_bf16")) == "wide"
     for n in ("odd_k1000_bf16", "odd_4104_fp16", "odd_wide_bf16"):
         assert SPEC.choose(shape(n)) == "wide", n
     # the dtype does not enter
@@ -94,8 +94,8 @@ def test_a_job_builds_the_base_of_its_shape_and_the_pathologies_over_it():
     assert job.variant.base_meta == job.base.base_meta and job.base.base_meta["BLOCK_M"] == 64
     from ablate.build.triton_aot import effective_meta
 
-    # narrow_tiles halves the width of the base there is: 64 -> 32 here, 256 -> 128 at sq4k
-    assert effective_meta(SPEC, job.variant)["BLOCK_N"] == job.base.base_meta["BLOCK_N"] // 2 == 32
+    # narrow_tiles halves the width of the base there is: 128 -> 64 here, 256 -> 128 at sq4k
+    assert effective_meta(SPEC, job.variant)["BLOCK_N"] == job.base.base_meta["BLOCK_N"] // 2 == 64
     big = make_job(compose("sq4k_fp16", "narrow_tiles"), "sq4k_fp16")
     assert big.base.base_meta == SPEC.META and effective_meta(SPEC, big.variant)["BLOCK_N"] == 128
     # a spec without base_meta: the base is META at every shape, as before

@@ -42,8 +42,8 @@ SANITIZE_SHAPES = [{"m": 256, "n": 384, "k": 208, "dtype": "fp16"}, {"m": 256, "
 # Each candidate: what it changes of META (BLOCK_M x BLOCK_N x BLOCK_K, num_warps, num_stages,
 # PERSISTENT). Shared memory per program is (BLOCK_M + BLOCK_N) x BLOCK_K x 2 bytes a stage
 # plus the C tile for its TMA store, within the H100's 227 KiB: wide 3 x 48 + 64 = 208 KiB.
-# Not yet measured against each other: tools/candidates.py (this folder) times every one of
-# them and cuBLAS over the grid of conf/shape, and its figures set the rules of `choose`.
+# tools/candidates.py (this folder) times every one of them and cuBLAS over the grid of
+# conf/shape; its figures set the rules of `choose` (RULES).
 CANDIDATES = {
     # the large shapes' (META): 128 x 256 on 2 warpgroups, measured 0.98-1.01x of cuBLAS at
     # sq4k, sq8k and prefill (docs/benchmarks.md)
@@ -76,20 +76,25 @@ def tiles(shape, meta):
 
 # The choice, as data: for the first row whose `m` bound holds the shape's m, the first
 # candidate whose output tiles at the shape number at least its `waves` of NUM_SMS programs
-# (the last one of the row where none does). A reasoned first choice, awaiting the figures of
-# tools/candidates.py on the H100 (the lead sets it from them):
-# - m <= 16: 16-row tiles (a 64-row tile would be at most a quarter used), 64 wide where that
-#   makes a wave of programs, else 32 wide, to spread B's stream over the SMs (the kernel has
-#   no split-K);
-# - m <= 64: 64-row tiles, 128 wide where that gives a wave, else 64;
-# - otherwise `wide` where its 128 x 256 tiles fill 2 waves, else `square` (128 x 128: twice
-#   the programs, and a persistent program's second tile overlaps its first's epilogue)
-#   where that fills one, else 64-row tiles as above (decode at m 128, deep k).
+# (the last one of the row where none does). Set from every candidate timed against cuBLAS
+# over the grid (tools/candidates.py, this folder; H100 80GB HBM3, 2026-11-26; time / cuBLAS's,
+# lower is faster; docs/benchmarks.md, "matmul_triton by shape"):
+# - m <= 16: 16 x 128 tiles where they make 0.8 of a wave (n = 14336: 112 programs; m = 1
+#   0.989-0.997, m = 16 0.966, against 16 x 64's 1.013-1.030), else 16 x 64 (n = 4096, k =
+#   14336: 1.044, against 1.110 for 16 x 128 and 1.151 for 16 x 32);
+# - m <= 64: 64 x 128 where 0.8 of a wave (m = 64, n = 14336: 1.053-1.060 against 64 x 64's
+#   1.110), else 64 x 64;
+# - m <= 128: 128 x 128 on one warpgroup where 0.8 of a wave (m = 128, n = 14336: 1.024 against
+#   64 x 128's 1.063), else 64 x 64 (m = 128, n = 4096, k = 14336: 0.894, cuBLAS beaten);
+# - above: `wide` (META), the fastest of the twelve at every other point (m = 256: 1.118-1.128
+#   against 128 x 128's 1.273-1.289; 2048^3: 1.100-1.102 against 1.236-1.260; the odd shapes:
+#   1.363-1.585, every candidate slower still).
 # The dtype does not enter: the H100's BF16 and FP16 tensor-core rates are one.
 RULES = [
-    {"m": 16, "try": [("m16", 1), ("m16_n32", 0)]},
-    {"m": 64, "try": [("m64", 1), ("m64_n64", 0)]},
-    {"m": None, "try": [("wide", 2), ("square", 1), ("m64", 1), ("m64_n64", 0)]},
+    {"m": 16, "try": [("m16_n128", 0.8), ("m16", 0)]},
+    {"m": 64, "try": [("m64", 0.8), ("m64_n64", 0)]},
+    {"m": 128, "try": [("square_w4", 0.8), ("m64_n64", 0)]},
+    {"m": None, "try": [("wide", 0)]},
 ]
 
 
