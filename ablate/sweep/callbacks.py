@@ -297,10 +297,9 @@ class SweepSetup(Callback):
             tracking.end_sweep(self.run_id, "KILLED" if self._not_run(config) else "FINISHED", config)
         self._stop_server()
         from ablate.build.compile import ARCH_ENV
-
         from ablate.sweep.design import keep_composed
 
-        keep_composed([], [])
+        keep_composed([], [])  # the launcher has taken every config it runs
         os.environ.pop(SWEEP_RUN_ENV, None)
         os.environ.pop(ARCH_ENV, None)
         self.run_id = None

@@ -301,6 +301,7 @@ def log_job_soon(job, result, parent_run_id=None):
         from concurrent.futures import ThreadPoolExecutor
 
         _later["pool"] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ablate-record")
+        atexit.unregister(flush)  # once, however many sweeps this process runs
         atexit.register(flush)
     waiting = _later["waiting"]
     while len(waiting) >= LATER_MAX:
