@@ -60,6 +60,12 @@ def test_every_shipped_shape_is_valid_and_each_configuration_has_one():
     assert {s["dtype"] for s in shapes.values()} == {"fp16", "bf16"}
 
 
+def test_the_sanitizer_shapes_reach_every_configuration_of_the_table_in_both_dtypes():
+    shapes = [SPEC.validate_shape(dict(s)) for s in SPEC.SANITIZE_SHAPES]
+    assert {SPEC.choice(s) for s in shapes} == {name for name, *_ in SPEC.choice_table()}
+    assert {s["dtype"] for s in shapes} == {"fp16", "bf16"}
+
+
 def test_the_grid_is_families_a_glob_picks():
     """Skinny m from 1 to 256 (decode_*), shapes off every tile (odd_*: m and n multiples of no
     tile side, k not of 64), and BF16 variants (*_bf16) of both."""

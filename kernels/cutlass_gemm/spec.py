@@ -69,11 +69,14 @@ def label(shape):
 
 
 # The small shapes compute-sanitizer runs every variant on: each configuration of the table
-# (base/choice.def) with m, n, k off every tile size (odd m; n, k multiples of 8 only): skinny
-# (m <= 128) with a long k, stream-K (9 tiles of 128x128 on 132 SMs) in both dtypes, large (132
-# tiles: one whole wave).
-SANITIZE_SHAPES = [{"m": 37, "n": 200, "k": 1032, "dtype": "fp16"},
-                   {"m": 331, "n": 264, "k": 328, "dtype": "fp16"},
+# (base/choice.def; tests/test_cutlass_gemm.py holds that every one is reached) with m, n, k off
+# every tile size (odd m; n, k multiples of 8 only): skinny_n128 (m <= 16) and skinny (m <= 128)
+# with a long k, streamk_n64 (m = 200: 36 tiles of 128x128 on 132 SMs) in both dtypes, large at
+# m = 331 and at 1289 (132 tiles: one whole wave).
+SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
+                   {"m": 37, "n": 200, "k": 1032, "dtype": "fp16"},
+                   {"m": 200, "n": 2200, "k": 328, "dtype": "fp16"},
+                   {"m": 200, "n": 2200, "k": 328, "dtype": "bf16"},
                    {"m": 331, "n": 264, "k": 328, "dtype": "bf16"},
                    {"m": 1289, "n": 1416, "k": 328, "dtype": "fp16"}]
 
