@@ -1,9 +1,8 @@
 """The CUTLASS GEMM plugin's correctness on a GPU (an sm_90 one: the kernel is sm_90a code):
 the base and every pathology of its own against the spec's reference, outputs poisoned with
 NaN before every launch, both dtypes, m, n, k off every tile size (odd m; n and k multiples
-of 8, as TMA requires), every configuration of the table (base/choice.def: skinny m <= 128,
-stream-K where 128x128 tiles leave the last wave idle, large otherwise: each case says which it
-runs); launches on a side stream and in a CUDA graph; and the
+of 8, as TMA requires), every configuration of the table (base/choice.def: skinny_n128,
+skinny, streamk_n64, large: each case says which it runs); launches on a side stream and in a CUDA graph; and the
 refusals: n or k not a multiple of 8, by the shape's validation (naming the field) and by
 the ABI (cudaErrorInvalidValue, nothing written)."""
 import zlib
@@ -22,10 +21,11 @@ SPEC = GEMM.spec
 # Its own pathologies (the generic ones are tested for every kernel in test_generic_gpu).
 PATHOLOGIES = ["none"] + sorted(p for p in GEMM.options("pathology")
                                 if (GEMM.dir / "conf" / "pathology" / f"{p}.yaml").exists())
-# (m, n, k): tiles are 128x128x64 (large, stream-K), 64x64x64 (skinny, tile_64x64).
-CASES = [(1, 8, 8), (37, 200, 1032), (64, 4096, 4096), (127, 1000, 72), (128, 136, 4104),  # skinny
-         (129, 264, 328), (331, 1000, 1000), (999, 1032, 2056),  # stream-K
-         (1289, 1416, 328), (2049, 4104, 520)]  # large
+# (m, n, k), by the configuration the table runs them on (SPEC.choice; test below).
+CASES = [(1, 8, 8),  # skinny_n128 (m <= 16)
+         (37, 200, 1032), (64, 4096, 4096), (127, 1000, 72), (128, 136, 4104), (129, 264, 328),  # skinny
+         (200, 2200, 328), (256, 4096, 520),  # streamk_n64 (m <= 256, 128x128 tiles fill over 25% of the wave)
+         (331, 1000, 1000), (999, 1032, 2056), (1289, 1416, 328), (2049, 4104, 520)]  # large
 
 pytestmark = pytest.mark.gpu
 
