@@ -214,3 +214,25 @@ def test_the_sanitizer_builds_none_of_what_the_kernel_declares_not_applicable(tm
     assert declared == {"regs_capped": "its registers are the test's"}
     assert sorted(builds) == ["none", "scalar_loads"]
     assert not any("regs_capped" in name for name in asked) and any("scalar_loads" in name for name in asked)
+
+
+def test_the_sanitizer_reports_a_drivers_exception_not_its_frames():
+    from ablate.tools.sanitize import findings
+
+    output = ("========= COMPUTE-SANITIZER\nTraceback (most recent call last):\n  File \"x.py\", line 3, in <module>\n"
+              "    main()\ntriton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 327680\n"
+              "========= Target application returned an error\n========= ERROR SUMMARY: 0 errors\n")
+    assert findings(1, output) == ["========= Target application returned an error",
+                                   "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 327680"]
+
+
+def test_the_sanitizer_runs_no_neighbour_the_arch_cannot_launch():
+    """A tunable's neighbour over the arch's shared memory a block (matmul_triton's 256 x 256
+    tiles: BLOCK_M doubled) is not applicable, as in a sweep, with why; it was a sanitizer
+    'error' (the driver's launch refused) on the H100."""
+    from ablate.tools import sanitize
+
+    plugin, dirs, _ = plugins.tool_kernel("matmul_triton", [], [])
+    _, builds, declared = sanitize.build_pathologies(plugin, ["none", "tune_block_m_256", "tune_block_m_64"], (), dirs)
+    assert sorted(builds) == ["none", "tune_block_m_64"]
+    assert "cannot launch on sm_90" in declared["tune_block_m_256"] and "shared memory" in declared["tune_block_m_256"]

@@ -181,13 +181,17 @@ def pathology_names(plugin):
 def build_pathologies(plugin, names, overrides=(), kernel_path=()):
     """Compose the app's config for each pathology and build them all in one ninja run, less
     those the kernel declares not applicable (kernel.not_applicable), which a sweep never
-    builds either: cutlass_gemm's regs_capped is one that ptxas refuses after minutes.
+    builds either: cutlass_gemm's regs_capped is one that ptxas refuses after minutes. A
+    tunable's neighbour that needs more shared memory or threads a block than the arch allows
+    is not applicable too, as in a sweep (ablate.pipeline.over_limits): it cannot launch.
 
     Returns (cfg of the first, {pathology name: BuildResult}, {pathology name: why it is
     declared not applicable}).
     """
     from ablate.build.compile import build
+    from ablate.build.library import variant_info
     from ablate.job.job import make_job
+    from ablate.pipeline import over_limits, tuned_only
 
     cfgs = {n: plugins.compose(plugin.name, [f"pathology={n}", *overrides], kernel_path) for n in names}
     jobs = {n: make_job(c) for n, c in cfgs.items()}
@@ -195,7 +199,14 @@ def build_pathologies(plugin, names, overrides=(), kernel_path=()):
     built = [n for n in names if n not in declared]
     cfg = cfgs[names[0]]
     results = build([jobs[n].variant for n in built], cfg.build, plugin, ROOT) if built else {}
-    return cfg, {n: results[jobs[n].variant.name] for n in built}, declared
+    results = {n: results[jobs[n].variant.name] for n in built}
+    for n, result in list(results.items()):  # a tunable's neighbour over the arch's limits: as a sweep says
+        variant = jobs[n].variant
+        if tuned_only(variant) and result.ok and (why := over_limits(variant, result, variant_info(
+                result.lib, plugin.spec, variant.pathologies))):
+            declared[n] = why.removeprefix("not applicable: ")
+            del results[n]
+    return cfg, results, declared
 
 
 def sanitize_one(sanitizer, tool, lib, kernel_dir, case, timeout_s):
@@ -234,6 +245,9 @@ def findings(returncode, output):
     tool = [ln for ln in lines if ln.startswith("=========") and not quiet.search(ln)]
     driver = [ln for ln in lines if ln.strip() and not ln.startswith("=========")
               and not ln.startswith("ok: ")]
+    if "Traceback (most recent call last):" in driver:  # the driver raised: its exception, not its frames
+        start = driver.index("Traceback (most recent call last):")
+        driver = driver[:start] + [next(ln for ln in reversed(driver) if not ln.startswith(" "))]
     return (tool + driver)[:8] or [f"exit code {returncode}, no output"]
 
 
