@@ -97,7 +97,8 @@ PEERS = {"torch_matmul": _matmul}
 # CANDIDATES: every configuration base/cutlass_gemm.cu defines, by the index a tuning build
 # forces (-DABLATE_GEMM_FORCE=<index>: that one alone, at every shape; tools/gemm_candidates.py
 # times each against cuBLAS). The table may name any of them; the base compiles those it names.
-CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 5, "streamk_n64": 6}
+CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 5, "streamk_n64": 6,
+              "wide": 7}
 FORCE_MACRO = "ABLATE_GEMM_FORCE"
 CHOICE_FILE = Path(__file__).parent / "base" / "choice.def"
 _ROW = re.compile(r"^GEMM_CHOICE\((\w+),\s*(\d+),\s*(\d+)\)[ \t]*$", re.M)

@@ -82,6 +82,7 @@ using Epilogue = ABLATE_SEAM_EPILOGUE;
 using Raster = ABLATE_SEAM_RASTER;
 // cp.async cannot multicast: a cp.async mainloop runs without clusters.
 using LargeCluster = cute::conditional_t<Mainloop::kMulticast, ABLATE_SEAM_CLUSTER, Cluster1x1>;
+using WideCluster = cute::conditional_t<Mainloop::kMulticast, Cluster1x2, Cluster1x1>;
 
 constexpr int kAlign = 8;         // elements per 16 bytes: TMA's and the vector loads' alignment
 
@@ -130,8 +131,9 @@ GEMM_CANDIDATE(3,     streamk,     Tile128x128,      Cluster1x1,   Cooperative, 
 GEMM_CANDIDATE(4,     skinny_n32,  Tile64x32,        Cluster1x1,   PingPong,    DataParallel, Rank4)
 GEMM_CANDIDATE(5,     skinny_n128, Tile64x128,       Cluster1x1,   PingPong,    DataParallel, Rank4)
 GEMM_CANDIDATE(6,     streamk_n64, Tile128x64,       Cluster1x1,   Cooperative, StreamK,      Rank3)
+GEMM_CANDIDATE(7,     wide,        Tile256x128,      WideCluster,  Cooperative, DataParallel, Rank3)
 #undef GEMM_CANDIDATE
-enum CandidateIndex { large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64 };
+enum CandidateIndex { large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide };
 
 // The workspace a configuration asks for (stream-K's partial sums and tile locks; none for the
 // data-parallel scheduler), which the ABI has no argument for: one buffer per process, grown
