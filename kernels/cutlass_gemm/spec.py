@@ -97,6 +97,9 @@ PEERS = {"torch_matmul": _matmul}
 # CANDIDATES: every configuration base/cutlass_gemm.cu defines, by the index a tuning build
 # forces (-DABLATE_GEMM_FORCE=<index>: that one alone, at every shape; tools/gemm_candidates.py
 # times each against cuBLAS). The table may name any of them; the base compiles those it names.
+# `wide` (cooperative 256x128x64 on a 1x2 cluster multicasting A: half large's TMA requests per
+# FLOP) is in no row yet: 1.0x of cuBLAS at rows off 128-byte lines with k = 4104, where large
+# reads 0.57x, but 0.54x at k = 1024 (docs/benchmarks.md, "The third session").
 CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 5, "streamk_n64": 6,
               "wide": 7}
 FORCE_MACRO = "ABLATE_GEMM_FORCE"
