@@ -243,3 +243,16 @@ def test_a_job_of_a_large_only_pathology_is_not_applicable_where_another_configu
     cfg = plugins.compose("cutlass_gemm", ["pathology=cooperative", f"shape={shape}", "mode=static"])
     job = make_job(cfg, shape)
     assert ("cooperative" in job.opted_out) == opted_out
+
+
+def test_a_wide_instance_is_told_from_large_by_its_256_row_tile():
+    """Both are rank-3 data-parallel instances with the same wgmma atom (64x128); the names below
+    are shortened from the H100 builds' (mangled, as cuobjdump prints them without c++filt)."""
+    head = "_ZN7cutlass13device_kernelINS_4gemm6kernel13GemmUniversalIN4cute5tupleIJiiiEEENS1_10collective13CollectiveMmaINS1_"
+    configs = [{"name": "fp16_large"}, {"name": "fp16_wide"}]
+    wide = head + "KernelTmaWarpSpecializedCooperativeEEENS5_IJNSA_ILi256EEENSA_ILi128EEENSA_ILi64EEEEEENS_6half_tE" \
+                  "MMA_64x128x16_F32F16F16_SS"
+    large = head + "KernelTmaWarpSpecializedPingpongEEENS5_IJNSA_ILi128EEENSA_ILi128EEENSA_ILi64EEEEEENS_6half_tE" \
+                   "MMA_64x128x16_F32F16F16_SS"
+    assert SPEC.config_of(wide, configs) == "fp16_wide"
+    assert SPEC.config_of(large, configs) == "fp16_large"

@@ -175,12 +175,13 @@ def not_applicable(pathology, shape):
 # TileScheduler>>: large and the stream-K ones with a rank-3 problem shape
 # (cute::tuple<int, int, int>), the skinny ones with rank 4; the stream-K ones under
 # StreamKScheduler; the wgmma atom (MMA_64x<N>x16_F32F16F16 or _F32BF16BF16) names the tile's N
-# and the element type. Large is the one rank-3 data-parallel instance, whatever tile the tile
-# seam gives it. Names come demangled where c++filt is on the PATH, mangled otherwise
+# and the element type. Large is the rank-3 data-parallel instance, whatever tile the tile seam
+# gives it (64 or 128 rows), wide the one with 256-row tiles. Names come demangled where c++filt is on the PATH, mangled otherwise
 # (tupleIJiiiEE / tupleIJiiiiEE): both are read.
 _RANK = {"cute::tuple<int, int, int>,": 3, "tupleIJiiiEE": 3, "cute::tuple<int, int, int, int>": 4,
          "tupleIJiiiiEE": 4}
 _MMA = re.compile(r"MMA_64x(\d+)x16_F32(BF16|F16)")
+_WIDE_TILE = re.compile(r"C<256>|ILi256E")  # no other instance's name holds a 256 (checked on the builds)
 # (rank, stream-K, MMA N) of each configuration but large
 _SIGNATURE = {"skinny": (4, False, 64), "skinny_n32": (4, False, 32), "skinny_n128": (4, False, 128),
               "streamk": (3, True, 128), "streamk_n64": (3, True, 64)}
@@ -193,8 +194,8 @@ def _config(kernel_name):
         return None
     rank, streamk = ranks.pop(), "StreamKScheduler" in kernel_name
     dtype = {"F16": "fp16", "BF16": "bf16"}[next(iter(atoms))[1]]
-    if rank == 3 and not streamk:
-        return f"{dtype}_large"
+    if rank == 3 and not streamk:  # large, or wide by its 256-row tile (C<256>, mangled ILi256E)
+        return f"{dtype}_wide" if _WIDE_TILE.search(kernel_name) else f"{dtype}_large"
     if len(atoms) != 1:
         return None
     signature = (rank, streamk, int(next(iter(atoms))[0]))
