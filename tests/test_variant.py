@@ -217,6 +217,9 @@ class Collect(Callback):
                                               for c in job_configs(config))}.values())
         with open(self.out + "/sweep.json", "w") as f:
             json.dump([[v.name, v.macros, list(v.headers)] for v in variants], f)
+        from omegaconf import OmegaConf
+        with open(self.out + "/composed.json", "w") as f:  # one process, then forked ones: the same configs
+            json.dump([[OmegaConf.to_yaml(c) for c in job_configs(config, processes=n)] for n in (1, 3)], f)
 
     def on_job_start(self, config, **kwargs):
         with open(self.out + "/jobs.txt", "a") as f:
@@ -257,6 +260,8 @@ def test_a_real_multirun_builds_exactly_the_variants_its_jobs_use(tmp_path):
     names = [name for name, _, _ in sweep]
     assert len(jobs) == 2 * len(PATHOLOGIES)
     assert names == list(dict.fromkeys(jobs)) == PATHOLOGIES  # the same, in job order
+    serial, forked = json.loads((tmp_path / "composed.json").read_text())
+    assert len(serial) == len(jobs) and forked == serial  # composed in forks (design.job_configs): equal, in order
     fp32 = dict((n, (m, h)) for n, m, h in sweep)["fp32_accum"]
     assert fp32 == ({"ABLATE_FP32_ACCUM": "1"}, ["kernels/attention/patches/fp32_accum.cuh"])
 

@@ -11,6 +11,7 @@ its patch replaces (ablate/job/variant.py reads it from the patch), not its yaml
 The analysis of what such a sweep measured is ablate/report/interactions.py.
 """
 import itertools
+import os
 
 from omegaconf import OmegaConf
 
@@ -47,14 +48,64 @@ def sweep_jobs(config) -> list[list[str]]:
     return jobs
 
 
-def job_configs(config, jobs=None):
+# Hydra composes a job in ~0.1 s on the H100's host, re-reading every yaml it names: 84 jobs
+# were ~21 s before a sweep's first launch on four GPUs, the same as on one (docs/benchmarks.md,
+# "The third session"). From FORK_AT jobs on, forked copies of this process compose them in
+# chunks of CHUNK, in order; each config comes back pickled, as Hydra's own launchers send them.
+FORK_AT = 16
+CHUNK = 4
+_forked = None  # (loader, master config) for the forked composers: set before the fork
+
+
+def composers(n_jobs, cpus=None) -> int:
+    """How many processes compose a sweep of `n_jobs` (1: this one, one job after another):
+    forked ones on Linux only (fork elsewhere is unsafe or slow), one per CPU up to a chunk each."""
+    import sys
+
+    if n_jobs < FORK_AT or not sys.platform.startswith("linux"):
+        return 1
+    return max(1, min(cpus or os.cpu_count() or 1, -(-n_jobs // CHUNK), 16))
+
+
+def _compose_chunk(chunk):
+    """The chunk's configs; None from the first that fails on: the parent composes that one
+    itself and raises Hydra's own error (not every exception survives pickling)."""
+    loader, config = _forked
+    out = []
+    for overrides in chunk:
+        try:
+            out.append(loader.load_sweep_config(master_config=config, sweep_overrides=list(overrides)))
+        except Exception:  # noqa: BLE001 - raised again in the parent, in its own words
+            out.append(None)
+            break
+    return out
+
+
+def job_configs(config, jobs=None, processes=None):
     """Each job's composed config, in job order (`jobs`: sweep_jobs' list), composed with
-    Hydra's own loader: exactly what that job will see. One at a time, as they are asked for."""
+    Hydra's own loader: exactly what that job will see, yielded as each is ready. `processes`
+    (default `composers`) > 1 composes in that many forked processes, in order."""
+    global _forked
     from hydra.core.global_hydra import GlobalHydra
 
     loader = GlobalHydra.instance().config_loader()
-    return (loader.load_sweep_config(master_config=config, sweep_overrides=list(overrides))
-            for overrides in (sweep_jobs(config) if jobs is None else jobs))
+    jobs = sweep_jobs(config) if jobs is None else jobs
+    processes = composers(len(jobs)) if processes is None else processes
+    if processes <= 1:
+        yield from (loader.load_sweep_config(master_config=config, sweep_overrides=list(o)) for o in jobs)
+        return
+    import multiprocessing
+
+    _forked = (loader, config)
+    chunks = [jobs[i:i + CHUNK] for i in range(0, len(jobs), CHUNK)]
+    try:
+        with multiprocessing.get_context("fork").Pool(processes) as pool:
+            for chunk, configs in zip(chunks, pool.imap(_compose_chunk, chunks)):
+                for overrides, cfg in zip(chunk, configs):
+                    yield cfg if cfg is not None else loader.load_sweep_config(
+                        master_config=config, sweep_overrides=list(overrides))
+    finally:
+        _forked = None
 
 
 _composed = {}  # tuple(overrides): the config the callback composed for that job, for its launcher
