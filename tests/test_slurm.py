@@ -22,6 +22,9 @@ from conftest import kept_build_dir
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "kernels"
 JOBS = 9  # plain_axpy: the base and the eight generic pathologies
+# One test process runs this module's tests (`make test`: --dist loadgroup), so that the services
+# start once, not in each process, and first: the longest tests of the suite, they no longer end it.
+pytestmark = pytest.mark.xdist_group("slurm")
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +45,10 @@ def sweep_command(sweep_dir, jobs_per_task):
             "pathology=glob(*)", "build.jobs=1", f"build.dir={kept_build_dir('plain_axpy')}",
             "hydra/launcher=slurm", f"hydra.launcher.jobs_per_task={jobs_per_task}",
             "hydra.launcher.gpus_per_node=null", "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=null",
-            "hydra.launcher.timeout_min=20", f"hydra.sweep.dir={sweep_dir}"]
+            "hydra.launcher.timeout_min=20", f"hydra.sweep.dir={sweep_dir}",
+            # a killed task is learned of from SLURM within a second, and its result file (local:
+            # no lag) not awaited 15 s (submitit's defaults cost the killed test ~25 s of its 43)
+            "hydra.launcher.poll_s=1", "hydra.launcher.result_wait_s=1"]
 
 
 def store(env):
