@@ -17,7 +17,7 @@ install:  ## torch (the CUDA build where there is a GPU, else the CPU one), then
 	$(PYTHON) -m pip install -e '.[dev,liger]'
 
 test:  ## the test suite in TEST_JOBS processes (default 2); GPU tests skip without CUDA
-	$(PYTHON) -m pytest -q -n $(TEST_JOBS) --dist loadgroup
+	$(PYTHON) -m pytest -q -n $(TEST_JOBS)
 
 sweep:  ## every pathology of the kernel against its base, timed on every GPU of the host (static without a GPU); GPUS=0,1: those alone (GPUS=all: every one, as without it)
 	$(if $(filter-out all,$(GPUS)),CUDA_VISIBLE_DEVICES=$(GPUS)) $(PYTHON) -m ablate -m $(CHOICES) 'pathology=glob(*,exclude=tune_*)' $(ARGS)

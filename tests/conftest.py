@@ -30,9 +30,6 @@ def cuda_available():
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device; skipped where there is none")
-    # pytest-xdist's (`make test`: --dist loadgroup): the tests of one group run in one process,
-    # their group first; named here too for a run without xdist
-    config.addinivalue_line("markers", "xdist_group(name): tests that share one test process")
 
 
 def pytest_collection_modifyitems(config, items):

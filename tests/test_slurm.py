@@ -22,9 +22,6 @@ from conftest import kept_build_dir
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "kernels"
 JOBS = 9  # plain_axpy: the base and the eight generic pathologies
-# One test process runs this module's tests (`make test`: --dist loadgroup), so that the services
-# start once, not in each process, and first: the longest tests of the suite, they no longer end it.
-pytestmark = pytest.mark.xdist_group("slurm")
 
 
 @pytest.fixture(scope="module")
