@@ -178,7 +178,11 @@ class PolledTask:
 
 
 def test_the_slurm_launchers_waits_for_a_task_are_its_knobs():
+    import submitit.core.core
+
     from hydra_plugins.ablate_slurm import results
+
+    assert submitit.core.core.Job._results_timeout_s == 15  # the attribute results() sets: renamed, it would not wait less
 
     task = PolledTask()  # poll_s: SLURM asked at least that often, then the result file awaited result_wait_s
     with pytest.raises(RuntimeError, match="has not produced any output"):
