@@ -162,6 +162,47 @@ def test_the_slurm_launcher_sends_chunks_and_a_task_without_result_answers_not_r
         instantiate(multirun_cfg(tmp_path, "hydra/launcher=slurm", "hydra.launcher.cluster=pbs").hydra.launcher)
 
 
+class PolledTask:
+    """A task that ended without a result, which only a forced look at SLURM's state finds (submitit's
+    own schedule would look again only seconds later)."""
+    def __init__(self):
+        self.looks, self.waited_s = [], None
+
+    def done(self, force_check=False):
+        self.looks.append(force_check)
+        return force_check
+
+    def results(self):
+        self.waited_s = self._results_timeout_s
+        raise RuntimeError("Job 7_0 (task: 0) with path /x\nhas not produced any output (state: FAILED)")
+
+
+def test_the_slurm_launchers_waits_for_a_task_are_its_knobs():
+    import submitit.core.core
+
+    from hydra_plugins.ablate_slurm import results
+
+    assert submitit.core.core.Job._results_timeout_s == 15  # the attribute results() sets: renamed, it would not wait less
+
+    task = PolledTask()  # poll_s: SLURM asked at least that often, then the result file awaited result_wait_s
+    with pytest.raises(RuntimeError, match="has not produced any output"):
+        results(task, 0.05, 2)
+    assert task.looks[-1] is True and task.waited_s == 2
+    task = PolledTask()  # null: submitit's own wait, its 15 s for the file
+    with pytest.raises(RuntimeError):
+        results(task, None, 15)
+    assert task.looks == [] and task.waited_s == 15
+
+
+@pytest.mark.parametrize("knob, value", [("poll_s", 0), ("poll_s", -1), ("result_wait_s", 0)])
+def test_the_slurm_launchers_wait_knobs_refuse_what_is_not_seconds(tmp_path, knob, value):
+    from hydra.utils import instantiate
+
+    cfg = multirun_cfg(tmp_path, "hydra/launcher=slurm", f"hydra.launcher.{knob}={value}")
+    with pytest.raises(Exception, match=f"hydra.launcher.{knob} must be a number of seconds above 0"):
+        instantiate(cfg.hydra.launcher)
+
+
 def store_jobs(db):
     """{job_key: [status, ...]} of the plain kernel's job runs logged whole (not left RUNNING:
     one its process was killed while it logged), and the sweep runs' statuses."""

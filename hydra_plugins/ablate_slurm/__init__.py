@@ -20,8 +20,10 @@ requeued by submitit skips the jobs the sweep has recorded already.
 import logging
 import os
 import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.singleton import Singleton
@@ -40,6 +42,13 @@ class AblateSlurmConf(SlurmQueueConf):
     # submitit's executor: slurm, or local (the array's tasks as processes of this host, every
     # one on the first `gpus_per_node` GPUs: the chunked path tried without a cluster)
     cluster: str = "slurm"
+    # A task that left no result (killed, node lost): the launching process learns it from
+    # SLURM's state (sacct), asked at most `poll_s` seconds apart while it waits (null:
+    # submitit's schedule, 2 s after the submission, then half the time since, up to 10 min),
+    # then waits `result_wait_s` for the task's result file, for a shared filesystem's lag
+    # (submitit's 15 s). A task that returned is found by its result file, every second.
+    poll_s: Optional[float] = None
+    result_wait_s: float = 15
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="ablate_slurm", node=AblateSlurmConf, provider="ablate")
@@ -51,13 +60,18 @@ def chunks(jobs, size):
 
 
 class ChunkedSlurmLauncher(SlurmLauncher):
-    def __init__(self, jobs_per_task=16, cluster="slurm", **params):
+    def __init__(self, jobs_per_task=16, cluster="slurm", poll_s=None, result_wait_s=15, **params):
         if not isinstance(jobs_per_task, int) or jobs_per_task < 1:
             raise ValueError(f"hydra.launcher.jobs_per_task must be a whole number of at least 1, got {jobs_per_task!r}")
         if cluster not in ("slurm", "local"):
             raise ValueError(f"hydra.launcher.cluster must be slurm or local, got {cluster!r}")
+        for name, value in (("poll_s", poll_s), ("result_wait_s", result_wait_s)):
+            if not (name == "poll_s" and value is None) and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                                              or value <= 0):
+                raise ValueError(f"hydra.launcher.{name} must be a number of seconds above 0, got {value!r}")
         super().__init__(**params)
         self.jobs_per_task, self.cluster = jobs_per_task, cluster
+        self.poll_s, self.result_wait_s = poll_s, result_wait_s
 
     def executor(self):
         """submitit's executor (`cluster`: SLURM, or local) with the launcher's parameters, as Hydra's submitit
@@ -87,7 +101,7 @@ class ChunkedSlurmLauncher(SlurmLauncher):
         returns = []
         for task, part in zip(tasks, parts):
             try:
-                returns += task.results()[0]
+                returns += results(task, self.poll_s, self.result_wait_s)[0]
             except Exception as e:  # cancelled, preempted, failed, out of time: the callback marks the rest
                 first = " ".join(str(e).split())[:300] or type(e).__name__  # submitit's says the state on its 2nd line
                 log.warning("SLURM task %s (jobs %d-%d) ended before its chunk was done: %s", task.job_id,
@@ -136,6 +150,23 @@ class ChunkedSlurmLauncher(SlurmLauncher):
 
                 stop_worker(grace=0)
         return returns
+
+
+def results(task, poll_s, result_wait_s):
+    """submitit's `task.results()`, with SLURM asked for the task's state at least every
+    `poll_s` seconds while it runs (None: submitit's own schedule), and its result file
+    awaited `result_wait_s` once SLURM says it ended (hydra.launcher.poll_s, result_wait_s)."""
+    task._results_timeout_s = result_wait_s  # submitit's wait for the file: a class attribute, 15 s
+    if poll_s is not None:
+        asked = time.monotonic()
+        while True:
+            force = time.monotonic() - asked >= poll_s
+            if force:
+                asked = time.monotonic()
+            if task.done(force_check=force):
+                break
+            time.sleep(min(1.0, poll_s))
+    return task.results()
 
 
 def not_run(overrides, value="not_run"):
