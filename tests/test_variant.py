@@ -291,3 +291,17 @@ def test_a_sweep_builds_nothing_for_what_the_kernel_opts_out_of():
     12-26 minutes on a 2-core CPU before this)."""
     names = sweep_variants(["pathology=no_l1,no_unroll,none", "+kernel.not_applicable.no_l1=because"])
     assert names == ["no_unroll", "none"]
+
+
+def test_a_sweep_is_composed_in_forks_from_16_jobs_on_linux_only(monkeypatch):
+    import sys
+
+    from ablate.sweep import design
+
+    monkeypatch.setattr(sys, "platform", "linux")
+    assert design.composers(15, cpus=16) == 1  # too few to pay for the forks
+    assert design.composers(16, cpus=16) == 4  # a chunk of 4 jobs each
+    assert design.composers(84, cpus=16) == 16 and design.composers(84, cpus=2) == 2
+    assert design.composers(1000, cpus=64) == 16  # at most 16
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert design.composers(84, cpus=16) == 1  # fork is unsafe there: one process
