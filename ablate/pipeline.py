@@ -108,6 +108,16 @@ def over_limits(variant, var, info) -> str | None:
     return None
 
 
+def cannot_launch(variant, var, spec) -> str | None:
+    """over_limits of a built variant, its variant info read only where it is a tunable's
+    neighbour (the one kind over_limits judges): why it cannot launch, or None."""
+    if not tuned_only(variant) or not var.ok:
+        return None
+    from ablate.build.library import variant_info
+
+    return over_limits(variant, var, variant_info(var.lib, spec, variant.pathologies))
+
+
 def timed_wire(job, builds) -> dict | None:
     """The spec run_job will hand the GPU worker for `job`, its variants built as in `builds`
     ({name: BuildResult}, the sweep's one build), or None where run_job stops before timing:
@@ -119,11 +129,8 @@ def timed_wire(job, builds) -> dict | None:
         return None
     if not_applicable(job.variant, base, var) or effective_mode(job.mode, job.plugin) != "gpu":
         return None
-    if tuned_only(job.variant):  # a neighbour over the arch's limits is not applicable, never timed
-        from ablate.build.library import variant_info
-
-        if over_limits(job.variant, var, variant_info(var.lib, job.plugin.spec, job.variant.pathologies)):
-            return None
+    if cannot_launch(job.variant, var, job.plugin.spec):  # a neighbour over the arch's limits: never timed
+        return None
     return job.wire(base.lib, var.lib)
 
 

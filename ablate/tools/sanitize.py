@@ -189,9 +189,8 @@ def build_pathologies(plugin, names, overrides=(), kernel_path=()):
     declared not applicable}).
     """
     from ablate.build.compile import build
-    from ablate.build.library import variant_info
     from ablate.job.job import make_job
-    from ablate.pipeline import over_limits, tuned_only
+    from ablate.pipeline import cannot_launch
 
     cfgs = {n: plugins.compose(plugin.name, [f"pathology={n}", *overrides], kernel_path) for n in names}
     jobs = {n: make_job(c) for n, c in cfgs.items()}
@@ -201,9 +200,7 @@ def build_pathologies(plugin, names, overrides=(), kernel_path=()):
     results = build([jobs[n].variant for n in built], cfg.build, plugin, ROOT) if built else {}
     results = {n: results[jobs[n].variant.name] for n in built}
     for n, result in list(results.items()):  # a tunable's neighbour over the arch's limits: as a sweep says
-        variant = jobs[n].variant
-        if tuned_only(variant) and result.ok and (why := over_limits(variant, result, variant_info(
-                result.lib, plugin.spec, variant.pathologies))):
+        if why := cannot_launch(jobs[n].variant, result, plugin.spec):
             declared[n] = why.removeprefix("not applicable: ")
             del results[n]
     return cfg, results, declared
