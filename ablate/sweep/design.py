@@ -12,6 +12,7 @@ The analysis of what such a sweep measured is ablate/report/interactions.py.
 """
 import itertools
 import os
+import sys
 
 from omegaconf import OmegaConf
 
@@ -60,11 +61,13 @@ _forked = None  # (loader, master config) for the forked composers: set before t
 def composers(n_jobs, cpus=None) -> int:
     """How many processes compose a sweep of `n_jobs` (1: this one, one job after another):
     forked ones on Linux only (fork elsewhere is unsafe or slow), one per CPU up to a chunk each."""
-    import sys
-
     if n_jobs < FORK_AT or not sys.platform.startswith("linux"):
         return 1
     return max(1, min(cpus or os.cpu_count() or 1, -(-n_jobs // CHUNK), 16))
+
+
+def _compose(loader, config, overrides):
+    return loader.load_sweep_config(master_config=config, sweep_overrides=list(overrides))
 
 
 def _compose_chunk(chunk):
@@ -74,7 +77,7 @@ def _compose_chunk(chunk):
     out = []
     for overrides in chunk:
         try:
-            out.append(loader.load_sweep_config(master_config=config, sweep_overrides=list(overrides)))
+            out.append(_compose(loader, config, overrides))
         except Exception:  # noqa: BLE001 - raised again in the parent, in its own words
             out.append(None)
             break
@@ -92,7 +95,7 @@ def job_configs(config, jobs=None, processes=None):
     jobs = sweep_jobs(config) if jobs is None else jobs
     processes = composers(len(jobs)) if processes is None else processes
     if processes <= 1:
-        yield from (loader.load_sweep_config(master_config=config, sweep_overrides=list(o)) for o in jobs)
+        yield from (_compose(loader, config, o) for o in jobs)
         return
     import multiprocessing
 
@@ -102,8 +105,7 @@ def job_configs(config, jobs=None, processes=None):
         with multiprocessing.get_context("fork").Pool(processes) as pool:
             for chunk, configs in zip(chunks, pool.imap(_compose_chunk, chunks)):
                 for overrides, cfg in zip(chunk, configs):
-                    yield cfg if cfg is not None else loader.load_sweep_config(
-                        master_config=config, sweep_overrides=list(overrides))
+                    yield cfg if cfg is not None else _compose(loader, config, overrides)
     finally:
         _forked = None
 
