@@ -89,15 +89,21 @@ def test_wave_efficiency_counts_the_last_wave_whole():
     assert SPEC.wave_efficiency(1000, 1000, sms=64) == 100
 
 
-@pytest.mark.parametrize("m, n, want", [
-    (1, 4096, "skinny_n128"), (16, 14336, "skinny_n128"),  # m <= 16
-    (17, 4096, "skinny"), (64, 4096, "skinny"), (128, 4096, "skinny"),  # m <= 128
-    (200, 1000, "skinny"), (129, 8, "skinny"),  # m <= 256 with the last wave at most a quarter busy
-    (256, 4096, "streamk_n64"), (129, 128 * 66, "streamk_n64"),  # m <= 256 otherwise
-    (1000, 1000, "large"), (1500, 1496, "large"), (777, 5000, "large"),
-    (3000, 3000, "large"), (4096, 4096, "large"), (8192, 14336, "large"), (257, 4096, "large")])
-def test_the_table_chooses_by_m_and_the_wave_efficiency(m, n, want):
-    assert SPEC.choice({"m": m, "n": n, "k": 1000, "dtype": "fp16"}) == want
+@pytest.mark.parametrize("m, n, k, want", [
+    (1, 4096, 1000, "skinny_n128"), (16, 14336, 4096, "skinny_n128"),  # m <= 16
+    (17, 4096, 1000, "skinny"), (64, 4096, 4096, "skinny"), (128, 4096, 1000, "skinny"),  # m <= 128
+    (200, 1000, 1000, "skinny"), (129, 8, 8, "skinny"),  # m <= 256 with the last wave at most a quarter busy
+    (256, 4096, 1000, "streamk_n64"), (129, 128 * 66, 4096, "streamk_n64"),  # m <= 256 otherwise
+    # rows on 128-byte lines (k a multiple of 64): large at every wave efficiency
+    (1000, 1000, 1024, "large"), (1500, 1496, 1024, "large"), (3000, 3000, 1088, "large"),
+    (4096, 4096, 4096, "large"), (8192, 14336, 4096, "large"), (257, 4096, 64, "large"),
+    # rows off lines, by the wave efficiency of 128x128 tiles
+    (1000, 1000, 1000, "large"),  # 48%
+    (1500, 1496, 1000, "wide"), (777, 5000, 2056, "wide"),  # 54%, 70%
+    (3000, 3000, 1000, "n192_1x2"), (5000, 3000, 1032, "n192_1x2"), (3072, 3072, 1056, "n192_1x2"),  # 87-90%
+    (2048, 2048, 1000, "wide"), (4096, 4096, 4104, "wide"), (6000, 6000, 1000, "wide")])  # 96-98%
+def test_the_table_chooses_by_m_the_wave_efficiency_and_the_rows(m, n, k, want):
+    assert SPEC.choice({"m": m, "n": n, "k": k, "dtype": "fp16"}) == want
 
 
 def test_the_choice_follows_the_sm_count():
@@ -106,9 +112,12 @@ def test_the_choice_follows_the_sm_count():
 
 
 @pytest.mark.parametrize("text, error", [
-    ("GEMM_CHOICE(skinny, 128, 100)\n", r"the last row must hold at every shape"),
-    ("GEMM_CHOICE(huge, 0, 100)\n", r"row 'GEMM_CHOICE\(huge, 0, 100\)' names 'huge', not one of large, skinny"),
-    ("GEMM_CHOICE(large, 0)\n", r"cannot read the row 'GEMM_CHOICE\(large, 0\)'"),
+    ("GEMM_CHOICE(skinny, 128, 100, any)\n", r"the last row must hold at every shape"),
+    ("GEMM_CHOICE(wide, 0, 100, off_line)\n", r"the last row must hold at every shape"),
+    ("GEMM_CHOICE(huge, 0, 100, any)\n", r"row 'GEMM_CHOICE\(huge, 0, 100, any\)' names 'huge', not one of large, skinny"),
+    ("GEMM_CHOICE(wide, 0, 100, odd)\nGEMM_CHOICE(large, 0, 100, any)\n",
+     r"row 'GEMM_CHOICE\(wide, 0, 100, odd\)': rows must be one of any, off_line, got 'odd'"),
+    ("GEMM_CHOICE(large, 0, 100)\n", r"cannot read the row 'GEMM_CHOICE\(large, 0, 100\)'"),
     ("// nothing\n", r"the last row must hold at every shape .*no rows")])
 def test_a_bad_table_is_refused_naming_the_file_and_row(text, error):
     with pytest.raises(ValueError, match=rf"choice.def: {error}"):
@@ -116,15 +125,18 @@ def test_a_bad_table_is_refused_naming_the_file_and_row(text, error):
 
 
 def test_a_table_row_reaches_the_choice():
-    rows = SPEC.choice_table("GEMM_CHOICE(skinny_n32, 32, 100)\nGEMM_CHOICE(skinny, 128, 100)\n"
-                             "GEMM_CHOICE(large, 0, 100)\n")
-    assert [SPEC.choice({"m": m, "n": 4096}, table=rows) for m in (16, 33, 1000)] == ["skinny_n32", "skinny", "large"]
+    rows = SPEC.choice_table("GEMM_CHOICE(skinny_n32, 32, 100, any)\nGEMM_CHOICE(skinny, 128, 100, any)\n"
+                             "GEMM_CHOICE(wide, 0, 100, off_line)\nGEMM_CHOICE(large, 0, 100, any)\n")
+    assert [SPEC.choice({"m": m, "n": 4096, "k": k}, table=rows) for m, k in ((16, 8), (33, 8), (1000, 1024), (1000, 1000))] \
+        == ["skinny_n32", "skinny", "large", "wide"]
 
 
 @pytest.mark.parametrize("pathology, shape, config", [
     ("cooperative", "decode_m64", "skinny"), ("cluster_2x1", "decode_m32_n4k", "skinny"),
     ("tile_64x64", "decode_m128_n4k_bf16", "skinny"), ("cooperative", "decode_m1_n4k", "skinny_n128"),
-    ("cluster_2x1", "decode_m256_n4k", "streamk_n64"), ("tile_64x64", "odd_m200_n1000_k1000", "skinny")])
+    ("cluster_2x1", "decode_m256_n4k", "streamk_n64"), ("tile_64x64", "odd_m200_n1000_k1000", "skinny"),
+    ("cooperative", "odd_m777_n5000_k2056", "wide"), ("cluster_2x1", "odd_m3000_n3000_k1000", "n192_1x2"),
+    ("tile_64x64", "rows_m4096_k4104", "wide")])
 def test_a_seam_of_the_large_configuration_does_not_apply_where_another_runs(pathology, shape, config):
     shape = shipped_shapes()[shape]
     why = SPEC.not_applicable(pathology, shape)
@@ -134,7 +146,7 @@ def test_a_seam_of_the_large_configuration_does_not_apply_where_another_runs(pat
 @pytest.mark.parametrize("pathology", ["cooperative", "cluster_2x1", "tile_64x64", "cp_async", "two_stages",
                                        "no_tma_epilogue", "no_swizzle", "no_l1", "half_sms"])
 def test_every_pathology_applies_where_the_large_configuration_runs(pathology):
-    for shape in ("odd_m3000_n3000_k1000", "odd_m1000_n1000_k1000", "odd_m777_n5000_k2056"):
+    for shape in ("rows_m3072_k1024", "odd_m1000_n1000_k1000", "sq4k_bf16"):
         assert SPEC.not_applicable(pathology, shipped_shapes()[shape]) is None
 
 
@@ -158,7 +170,9 @@ def test_each_instance_is_one_configuration_and_a_shape_runs_one(built_kernels):
                         ({"m": 1, "n": 4096, "k": 8, "dtype": "fp16"}, "fp16_skinny_n128"),
                         ({"m": 256, "n": 4096, "k": 8, "dtype": "fp16"}, "fp16_streamk_n64"),
                         ({"m": 1000, "n": 1000, "k": 1000, "dtype": "bf16"}, "bf16_large"),
-                        ({"m": 4096, "n": 4096, "k": 8, "dtype": "fp16"}, "fp16_large")):
+                        ({"m": 4096, "n": 4096, "k": 64, "dtype": "fp16"}, "fp16_large"),
+                        ({"m": 4096, "n": 4096, "k": 8, "dtype": "fp16"}, "fp16_wide"),
+                        ({"m": 3000, "n": 3000, "k": 1000, "dtype": "bf16"}, "bf16_n192_1x2")):
         ran = [static.config_of(SPEC, k, info["configs"]) for k in instances
                if static.launched(SPEC, k, shape, info["configs"])]
         assert ran == [want]
@@ -174,13 +188,14 @@ def test_the_kernel_compiles_the_table_spec_choice_reads(built_kernels):
     at every boundary of the table and around it, for three SM counts."""
     lib = ctypes.CDLL(str(built_kernels["cutlass_gemm"].results["none"].lib))
     choose = lib.ablate_cutlass_gemm_choice
-    choose.restype, choose.argtypes = ctypes.c_char_p, [ctypes.c_int] * 3
+    choose.restype, choose.argtypes = ctypes.c_char_p, [ctypes.c_int] * 4
     for sms in (132, 114, 78):
         for m in (1, 63, 64, 127, 128, 129, 256, 1000, 1500, 3000, 8192):
             for n in (8, 1000, 1496, 4096, 5000, 14336, 128 * sms):
-                want = SPEC.choice({"m": m, "n": n}, sms=sms)
-                assert choose(m, n, sms).decode() == want, (m, n, sms)
-    assert choose(0, 8, 132) is None
+                for k in (8, 64, 1000, 1024, 1056, 4104):
+                    want = SPEC.choice({"m": m, "n": n, "k": k}, sms=sms)
+                    assert choose(m, n, k, sms).decode() == want, (m, n, k, sms)
+    assert choose(0, 8, 8, 132) is None
 
 
 # ---- the candidates' measurement, without a GPU ---------------------------------------------
@@ -236,7 +251,7 @@ def test_the_tools_matrix_names_the_best_candidate_and_what_the_table_loses_agai
 
 
 @pytest.mark.parametrize("shape, opted_out", [("decode_m64", True), ("decode_m256_n4k", True), ("odd_m1000_n1000_k1000_bf16", False),
-                                              ("odd_m3000_n3000_k1000", False)])
+                                              ("odd_m3000_n3000_k1000", True), ("rows_m3072_k1024", False)])
 def test_a_job_of_a_large_only_pathology_is_not_applicable_where_another_configuration_runs(shape, opted_out):
     from ablate.job.job import make_job
 

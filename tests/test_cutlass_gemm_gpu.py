@@ -2,7 +2,7 @@
 the base and every pathology of its own against the spec's reference, outputs poisoned with
 NaN before every launch, both dtypes, m, n, k off every tile size (odd m; n and k multiples
 of 8, as TMA requires), every configuration of the table (base/choice.def: skinny_n128,
-skinny, streamk_n64, large: each case says which it runs); launches on a side stream and in a CUDA graph; and the
+skinny, streamk_n64, large, wide, n192_1x2: each case says which it runs); launches on a side stream and in a CUDA graph; and the
 refusals: n or k not a multiple of 8, by the shape's validation (naming the field) and by
 the ABI (cudaErrorInvalidValue, nothing written)."""
 import zlib
@@ -25,7 +25,9 @@ PATHOLOGIES = ["none"] + sorted(p for p in GEMM.options("pathology")
 CASES = [(1, 8, 8),  # skinny_n128 (m <= 16)
          (37, 200, 1032), (64, 4096, 4096), (127, 1000, 72), (128, 136, 4104), (129, 264, 328),  # skinny
          (200, 2200, 328), (256, 4096, 520),  # streamk_n64 (m <= 256, 128x128 tiles fill over 25% of the wave)
-         (331, 1000, 1000), (999, 1032, 2056), (1289, 1416, 328), (2049, 4104, 520)]  # large
+         (331, 1000, 1000), (1289, 1416, 320), (2049, 4104, 512),  # large (rows off 128-byte lines, or on)
+         (999, 1032, 2056), (1289, 1416, 328),  # wide (rows off lines, 54% and 100% of the wave)
+         (2049, 4104, 520), (1400, 1400, 1000)]  # n192_1x2 (rows off lines, 85% and 91%)
 
 pytestmark = pytest.mark.gpu
 
@@ -54,7 +56,7 @@ def run_case(kernel, m, n, k, dtype, seed):
 
 def test_the_cases_reach_every_configuration_of_the_table():
     table = {name for name, *_ in SPEC.choice_table()}
-    assert {SPEC.choice({"m": m, "n": n}) for m, n, _ in CASES} == table
+    assert {SPEC.choice({"m": m, "n": n, "k": k}) for m, n, k in CASES} == table
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
@@ -74,8 +76,9 @@ def test_matches_reference(kernels, request, name, dtype):
 def test_side_stream_and_graph(kernels, request, name):
     """On a non-default stream, and captured in a CUDA graph after an uncaptured launch of
     the shape (stream-K's workspace is allocated then: allocation is illegal in a capture)."""
-    for m in (64, 333, 1289):  # skinny, stream-K (its workspace, grown before the capture), large
-        shape = SPEC.validate_shape({"m": m, "n": 1416 if m == 1289 else 520, "k": 1032, "dtype": "fp16"})
+    # skinny, stream-K (its workspace, grown before the capture), large, wide (a cluster)
+    for m, n in ((64, 520), (200, 2200), (333, 520), (1289, 1416)):
+        shape = SPEC.validate_shape({"m": m, "n": n, "k": 1032, "dtype": "fp16"})
         tensors = poisoned_inputs(SPEC, shape, seed_of(request) + m, "cuda")
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())

@@ -71,14 +71,17 @@ def label(shape):
 # The small shapes compute-sanitizer runs every variant on: each configuration of the table
 # (base/choice.def; tests/test_cutlass_gemm.py holds that every one is reached) with m, n, k off
 # every tile size (odd m; n, k multiples of 8 only): skinny_n128 (m <= 16) and skinny (m <= 128)
-# with a long k, streamk_n64 (m = 200: 36 tiles of 128x128 on 132 SMs) in both dtypes, large at
-# m = 331 and at 1289 (132 tiles: one whole wave).
+# with a long k, streamk_n64 (m = 200: 36 tiles of 128x128 on 132 SMs) in both dtypes; with rows
+# off 128-byte lines (k = 328), large (m = 331: 9 tiles), wide (m = 1289: 132 tiles, one whole
+# wave) and n192_1x2 (m = n = 1400: 121 tiles, 91%); large at a whole wave with rows on lines (k = 320).
 SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
                    {"m": 37, "n": 200, "k": 1032, "dtype": "fp16"},
                    {"m": 200, "n": 2200, "k": 328, "dtype": "fp16"},
                    {"m": 200, "n": 2200, "k": 328, "dtype": "bf16"},
                    {"m": 331, "n": 264, "k": 328, "dtype": "bf16"},
-                   {"m": 1289, "n": 1416, "k": 328, "dtype": "fp16"}]
+                   {"m": 1289, "n": 1416, "k": 328, "dtype": "fp16"},
+                   {"m": 1400, "n": 1400, "k": 328, "dtype": "bf16"},
+                   {"m": 1289, "n": 1416, "k": 320, "dtype": "fp16"}]
 
 
 def _matmul(shape):
@@ -97,14 +100,18 @@ PEERS = {"torch_matmul": _matmul}
 # CANDIDATES: every configuration base/cutlass_gemm.cu defines, by the index a tuning build
 # forces (-DABLATE_GEMM_FORCE=<index>: that one alone, at every shape; tools/gemm_candidates.py
 # times each against cuBLAS). The table may name any of them; the base compiles those it names.
-# `wide` (cooperative 256x128x64 on a 1x2 cluster multicasting A: half large's TMA requests per
-# FLOP) is in no row yet: 1.0x of cuBLAS at rows off 128-byte lines with k = 4104, where large
-# reads 0.57x, but 0.54x at k = 1024 (docs/benchmarks.md, "The third session").
+# Measured and left out of the table (docs/benchmarks.md, "The fourth session"): large_1x2 and
+# large_2x2 (large's tile on clusters: 0.54-0.57 of cuBLAS where rows are off lines at k ~ 1000,
+# 0.87-0.92 at the large shapes), n192 (no cluster: 1.05-1.09 at m = 3072 with k = 1024 and 1056,
+# where large reads 0.85-0.97, but 0.90-0.92 at the large shapes) and n192_2x1 (B multicast:
+# 0.77-0.98 at m = 1500 and 6000, 0.27-0.33 at m = 777; it would compile to n192_1x2's kernel
+# under cp_async, where no cluster multicasts, and the two could not be told apart).
 CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 5, "streamk_n64": 6,
-              "wide": 7}
+              "wide": 7, "large_1x2": 8, "large_2x2": 9, "n192": 10, "n192_1x2": 11, "n192_2x1": 12}
 FORCE_MACRO = "ABLATE_GEMM_FORCE"
 CHOICE_FILE = Path(__file__).parent / "base" / "choice.def"
-_ROW = re.compile(r"^GEMM_CHOICE\((\w+),\s*(\d+),\s*(\d+)\)[ \t]*$", re.M)
+ROWS = ("any", "off_line")  # the table's rows column (base/cutlass_gemm.cu's Rows)
+_ROW = re.compile(r"^GEMM_CHOICE\((\w+),\s*(\d+),\s*(\d+),\s*(\w+)\)[ \t]*$", re.M)
 # The seams each configuration takes (base/cutlass_gemm.cu's Candidate): large all, the others
 # have their own tile, cluster and schedule. A pathology whose seam does not reach the
 # configuration a shape runs is not applicable at that shape (not_applicable).
@@ -114,8 +121,8 @@ SEAMS_OF = {name: SEAMS if name == "large" else ("mainloop", "stages", "epilogue
 
 
 def choice_table(text=None):
-    """[(configuration, m at most or 0, wave efficiency at most in %)] of base/choice.def (or
-    of `text`); ValueError naming the file and the row at fault."""
+    """[(configuration, m at most or 0, wave efficiency at most in %, rows)] of base/choice.def
+    (or of `text`); ValueError naming the file and the row at fault."""
     text = CHOICE_FILE.read_text() if text is None else text
     rows = []
     for line in text.splitlines():
@@ -123,13 +130,16 @@ def choice_table(text=None):
             continue
         match = _ROW.match(line)
         if match is None:
-            raise ValueError(f"{CHOICE_FILE}: cannot read the row {line!r} (GEMM_CHOICE(name, max_m, max_efficiency))")
-        name, max_m, efficiency = match.group(1), int(match.group(2)), int(match.group(3))
+            raise ValueError(f"{CHOICE_FILE}: cannot read the row {line!r} "
+                             "(GEMM_CHOICE(name, max_m, max_efficiency, rows))")
+        name, max_m, efficiency, lines = match.group(1), int(match.group(2)), int(match.group(3)), match.group(4)
         if name not in CANDIDATES:
             raise ValueError(f"{CHOICE_FILE}: row {line!r} names {name!r}, not one of {', '.join(CANDIDATES)}")
-        rows.append((name, max_m, efficiency))
-    if not rows or rows[-1][1:] != (0, 100):
-        raise ValueError(f"{CHOICE_FILE}: the last row must hold at every shape (GEMM_CHOICE(name, 0, 100)), "
+        if lines not in ROWS:
+            raise ValueError(f"{CHOICE_FILE}: row {line!r}: rows must be one of {', '.join(ROWS)}, got {lines!r}")
+        rows.append((name, max_m, efficiency, lines))
+    if not rows or rows[-1][1:] != (0, 100, "any"):
+        raise ValueError(f"{CHOICE_FILE}: the last row must hold at every shape (GEMM_CHOICE(name, 0, 100, any)), "
                          f"got {rows[-1] if rows else 'no rows'}")
     return rows
 
@@ -142,12 +152,18 @@ def wave_efficiency(m, n, sms=SMS):
     return tiles * 100 // (waves * sms)
 
 
+def off_line(k):
+    """Whether A's and B's rows (k elements of 2 bytes) start off 128-byte lines (base/cutlass_gemm.cu's off_line)."""
+    return k * 2 % 128 != 0
+
+
 def choice(shape, sms=SMS, table=None):
     """The configuration `shape` runs on a GPU of `sms` SMs: the first row of the table whose
-    bounds hold (m at most max_m, 0 for any; the wave efficiency at most max_efficiency)."""
-    m, efficiency = shape["m"], wave_efficiency(shape["m"], shape["n"], sms)
-    for name, max_m, max_efficiency in choice_table() if table is None else table:
-        if (max_m == 0 or m <= max_m) and efficiency <= max_efficiency:
+    bounds hold (m at most max_m, 0 for any; the wave efficiency at most max_efficiency; rows
+    off 128-byte lines where the row says off_line)."""
+    m, efficiency, off = shape["m"], wave_efficiency(shape["m"], shape["n"], sms), off_line(shape["k"])
+    for name, max_m, max_efficiency, rows in choice_table() if table is None else table:
+        if (max_m == 0 or m <= max_m) and efficiency <= max_efficiency and (rows == "any" or off):
             return name
     raise ValueError(f"{CHOICE_FILE}: no row holds at {label(shape)}")
 
@@ -176,15 +192,16 @@ def not_applicable(pathology, shape):
 # (cute::tuple<int, int, int>), the skinny ones with rank 4; the stream-K ones under
 # StreamKScheduler; the wgmma atom (MMA_64x<N>x16_F32F16F16 or _F32BF16BF16) names the tile's N
 # and the element type. Large is the rank-3 data-parallel instance, whatever tile the tile seam
-# gives it (64 or 128 rows), wide the one with 256-row tiles. Names come demangled where c++filt is on the PATH, mangled otherwise
+# gives it (64 or 128 rows), wide the one with 256-row tiles, n192_1x2 the one whose atom is
+# 64x192. Names come demangled where c++filt is on the PATH, mangled otherwise
 # (tupleIJiiiEE / tupleIJiiiiEE): both are read.
 _RANK = {"cute::tuple<int, int, int>,": 3, "tupleIJiiiEE": 3, "cute::tuple<int, int, int, int>": 4,
          "tupleIJiiiiEE": 4}
 _MMA = re.compile(r"MMA_64x(\d+)x16_F32(BF16|F16)")
 _WIDE_TILE = re.compile(r"C<256>|ILi256E")  # no other instance's name holds a 256 (checked on the builds)
-# (rank, stream-K, MMA N) of each configuration but large
+# (rank, stream-K, MMA N) of each configuration but large and wide
 _SIGNATURE = {"skinny": (4, False, 64), "skinny_n32": (4, False, 32), "skinny_n128": (4, False, 128),
-              "streamk": (3, True, 128), "streamk_n64": (3, True, 64)}
+              "streamk": (3, True, 128), "streamk_n64": (3, True, 64), "n192_1x2": (3, False, 192)}
 
 
 def _config(kernel_name):
@@ -194,7 +211,8 @@ def _config(kernel_name):
         return None
     rank, streamk = ranks.pop(), "StreamKScheduler" in kernel_name
     dtype = {"F16": "fp16", "BF16": "bf16"}[next(iter(atoms))[1]]
-    if rank == 3 and not streamk:  # large, or wide by its 256-row tile (C<256>, mangled ILi256E)
+    if rank == 3 and not streamk and {n for n, _ in atoms} != {"192"}:
+        # large (whatever tile the tile seam gives it), or wide by its 256-row tile (C<256>, mangled ILi256E)
         return f"{dtype}_wide" if _WIDE_TILE.search(kernel_name) else f"{dtype}_large"
     if len(atoms) != 1:
         return None

@@ -2,7 +2,7 @@
 // BF16 in and out, FP32 accumulation (base/ablate_gemm.h is the C ABI). CUTLASS is a
 // dependency, read from the nvidia-cutlass package's headers (spec.py: include_dirs).
 //
-// Configurations, chosen per call from m, n and the GPU's SM count by the table of
+// Configurations, chosen per call from m, n, k and the GPU's SM count by the table of
 // base/choice.def (spec.choice reads the same table), each an instance of Config below:
 //   large   ping-pong 128x128x64 tiles, TMA mainloop, no cluster (2x1 clusters with B multicast
 //           measured 0.89-1.0x of 1x1's speed at the large shapes), a persistent data-parallel
@@ -16,6 +16,11 @@
 //           128x128 tiles leave much of the last wave idle (m = n = 1000: 64 tiles on 132 SMs):
 //           the scheduler shares the k loop of the tiles among all SMs (stream-K is cooperative
 //           only: CUTLASS's ping-pong kernel refuses it).
+//   wide, n192_1x2 (rows of A and B off 128-byte lines, k not a multiple of 64, where each TMA
+//           box row reaches L2 as two or three requests): fewer requests per FLOP. wide:
+//           cooperative 256x128x64 on a 1x2 cluster multicasting A (half large's requests per
+//           FLOP); n192_1x2: ping-pong 128x192x64 on a 1x2 cluster multicasting A (two thirds),
+//           for the wave efficiencies where 256-row tiles leave a wave's SMs idle.
 // A tuning build (-DABLATE_GEMM_FORCE=<i>, spec.CANDIDATES) compiles one candidate alone and
 // runs it at every shape: how the table's rows are measured (tools/gemm_candidates.py).
 // Each knob is a seam (#ifndef ABLATE_SEAM_X below); a pathology (patches/*.cuh,
@@ -83,6 +88,8 @@ using Raster = ABLATE_SEAM_RASTER;
 // cp.async cannot multicast: a cp.async mainloop runs without clusters.
 using LargeCluster = cute::conditional_t<Mainloop::kMulticast, ABLATE_SEAM_CLUSTER, Cluster1x1>;
 using WideCluster = cute::conditional_t<Mainloop::kMulticast, Cluster1x2, Cluster1x1>;
+using QuadCluster = cute::conditional_t<Mainloop::kMulticast, Cluster2x2, Cluster1x1>;
+using TallCluster = cute::conditional_t<Mainloop::kMulticast, Cluster2x1, Cluster1x1>;
 
 constexpr int kAlign = 8;         // elements per 16 bytes: TMA's and the vector loads' alignment
 
@@ -132,8 +139,13 @@ GEMM_CANDIDATE(4,     skinny_n32,  Tile64x32,        Cluster1x1,   PingPong,    
 GEMM_CANDIDATE(5,     skinny_n128, Tile64x128,       Cluster1x1,   PingPong,    DataParallel, Rank4)
 GEMM_CANDIDATE(6,     streamk_n64, Tile128x64,       Cluster1x1,   Cooperative, StreamK,      Rank3)
 GEMM_CANDIDATE(7,     wide,        Tile256x128,      WideCluster,  Cooperative, DataParallel, Rank3)
+GEMM_CANDIDATE(8,     large_1x2,   Tile128x128,      WideCluster,  PingPong,    DataParallel, Rank3)
+GEMM_CANDIDATE(9,     large_2x2,   Tile128x128,      QuadCluster,  PingPong,    DataParallel, Rank3)
+GEMM_CANDIDATE(10,    n192,        Tile128x192,      Cluster1x1,   PingPong,    DataParallel, Rank3)
+GEMM_CANDIDATE(11,    n192_1x2,    Tile128x192,      WideCluster,  PingPong,    DataParallel, Rank3)
+GEMM_CANDIDATE(12,    n192_2x1,    Tile128x192,      TallCluster,  PingPong,    DataParallel, Rank3)
 #undef GEMM_CANDIDATE
-enum CandidateIndex { large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide };
+enum CandidateIndex { large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1 };
 
 // The workspace a configuration asks for (stream-K's partial sums and tile locks; none for the
 // data-parallel scheduler), which the ABI has no argument for: one buffer per process, grown
@@ -215,15 +227,22 @@ static int wave_efficiency(int m, int n, int sms) {
   return static_cast<int>(tiles * 100 / (waves * sms));
 }
 
-static bool holds(int max_m, int max_efficiency, int m, int efficiency) {
-  return (max_m == 0 || m <= max_m) && efficiency <= max_efficiency;
+// base/choice.def's rows column: `off_line` holds where A's and B's rows (k elements of 2 bytes,
+// FP16 or BF16) start off 128-byte lines, so that each 128-byte TMA box row reaches L2 as two
+// or three requests (docs/benchmarks.md, "The third session"); `any` holds everywhere.
+enum class Rows { any, off_line };
+static_assert(sizeof(cutlass::half_t) == 2 && sizeof(cutlass::bfloat16_t) == 2, "rows of 2-byte elements");
+static bool off_line(int k) { return int64_t(k) * 2 % 128 != 0; }
+
+static bool holds(int max_m, int max_efficiency, Rows rows, int m, int efficiency, int k) {
+  return (max_m == 0 || m <= max_m) && efficiency <= max_efficiency && (rows == Rows::any || off_line(k));
 }
 
 // The configuration a shape runs: the first row of base/choice.def whose bounds hold.
-static const char* choice(int m, int n, int sms) {
+static const char* choice(int m, int n, int k, int sms) {
   const int e = wave_efficiency(m, n, sms);
-#define GEMM_CHOICE(config, max_m, max_efficiency) \
-  if (holds(max_m, max_efficiency, m, e)) return Candidate<config, cutlass::half_t>::name;
+#define GEMM_CHOICE(config, max_m, max_efficiency, rows) \
+  if (holds(max_m, max_efficiency, Rows::rows, m, e, k)) return Candidate<config, cutlass::half_t>::name;
 #include "choice.def"
 #undef GEMM_CHOICE
   return nullptr;  // a table whose last row does not hold everywhere (spec.choice refuses it)
@@ -235,8 +254,8 @@ static cudaError_t dispatch(const void* a, const void* b, void* d, int m, int n,
   return run<typename Candidate<ABLATE_GEMM_FORCE, Element>::type>(a, b, d, m, n, k, stream);
 #else
   const int e = wave_efficiency(m, n, sm_count());
-#define GEMM_CHOICE(config, max_m, max_efficiency) \
-  if (holds(max_m, max_efficiency, m, e)) return run<typename Candidate<config, Element>::type>(a, b, d, m, n, k, stream);
+#define GEMM_CHOICE(config, max_m, max_efficiency, rows) \
+  if (holds(max_m, max_efficiency, Rows::rows, m, e, k)) return run<typename Candidate<config, Element>::type>(a, b, d, m, n, k, stream);
 #include "choice.def"
 #undef GEMM_CHOICE
   return cudaErrorInvalidValue;
@@ -262,7 +281,7 @@ static void configs_json(const char* dtype, std::string& out) {
 #if ABLATE_GEMM_FORCE
   add(config_json<ABLATE_GEMM_FORCE, Element>(dtype));
 #else
-#define GEMM_CHOICE(config, max_m, max_efficiency) add(config_json<config, Element>(dtype));
+#define GEMM_CHOICE(config, max_m, max_efficiency, rows) add(config_json<config, Element>(dtype));
 #include "choice.def"
 #undef GEMM_CHOICE
 #endif
@@ -283,12 +302,12 @@ extern "C" int ablate_cutlass_gemm(const void* a, const void* b, void* d, int m,
   }
 }
 
-// The configuration base/choice.def picks for (m, n) on a GPU of `sms` SMs ("large", ...),
+// The configuration base/choice.def picks for (m, n, k) on a GPU of `sms` SMs ("large", ...),
 // for the plugin's tests to hold spec.choice to (the library loads without a GPU); NULL when
 // no row holds. Not part of the kernel's ABI (base/ablate_gemm.h).
-extern "C" const char* ablate_cutlass_gemm_choice(int m, int n, int sms) {
-  if (m < 1 || n < 1 || sms < 1) return nullptr;
-  return gemm::choice(m, n, sms);
+extern "C" const char* ablate_cutlass_gemm_choice(int m, int n, int k, int sms) {
+  if (m < 1 || n < 1 || k < 1 || sms < 1) return nullptr;
+  return gemm::choice(m, n, k, sms);
 }
 
 extern "C" const char* ablate_variant_info(void) {

@@ -37,6 +37,7 @@ struct CpAsyncMainloop {  // the producer warpgroup's 128 threads copy with cp.a
 using Cluster2x1 = cute::Shape<cute::_2, cute::_1, cute::_1>;
 using Cluster1x1 = cute::Shape<cute::_1, cute::_1, cute::_1>;
 using Cluster1x2 = cute::Shape<cute::_1, cute::_2, cute::_1>;  // a pair along N: A multicast to both
+using Cluster2x2 = cute::Shape<cute::_2, cute::_2, cute::_1>;  // A multicast along N, B along M
 
 // Pipeline depth.
 struct StagesAuto {  // as many stages as shared memory holds beside the epilogue's
@@ -53,6 +54,7 @@ using Tile128x64 = cute::Shape<cute::_128, cute::_64, cute::_64>;   // candidate
 using Tile64x32 = cute::Shape<cute::_64, cute::_32, cute::_64>;
 using Tile64x128 = cute::Shape<cute::_64, cute::_128, cute::_64>;
 using Tile256x128 = cute::Shape<cute::_256, cute::_128, cute::_64>;
+using Tile128x192 = cute::Shape<cute::_128, cute::_192, cute::_64>;
 
 // Tile schedulers.
 using StreamK = cutlass::gemm::StreamKScheduler;
