@@ -206,6 +206,16 @@ def build_pathologies(plugin, names, overrides=(), kernel_path=()):
     return cfg, results, declared
 
 
+def not_run_at(plugin, name, shapes):
+    """{index: why} of the shapes where the kernel's spec says pathology `name` does not apply
+    (spec.not_applicable): not run there, as a sweep runs no job there (the base runs everywhere)."""
+    from ablate.job.job import not_applicable_at
+
+    if name == "none":
+        return {}
+    return {i: why for i, shape in enumerate(shapes) if (why := not_applicable_at(plugin, [name], shape).get(name))}
+
+
 def sanitize_one(sanitizer, tool, lib, kernel_dir, case, timeout_s):
     """Run the driver under one tool on a copy of a case; None when clean and right, else the
     lines that say why. Returns (problems, the copy's folder)."""
@@ -307,7 +317,7 @@ def run(args):
         for i, shape in enumerate(shapes):
             folder = Path(tmp) / f"case{i}"
             cases[i] = (shape, folder, write_case(spec, shape, i, folder))
-        jobs = {}
+        jobs, skipped = {}, []
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             for name in builds:
                 b = builds[name]
@@ -315,10 +325,13 @@ def run(args):
                     for tool in tools:
                         results[name][tool].append(("build", [f"build failed: see {b.log_path}"]))
                     continue
+                why = not_run_at(plugin, name, shapes)
+                skipped += [(name, plugin.label(shapes[i]), w) for i, w in why.items()]
                 for tool in tools:
                     for i, (shape, folder, _) in cases.items():
-                        jobs[(name, tool, i)] = pool.submit(sanitize_one, sanitizer, tool, b.lib,
-                                                            plugin.dir, folder, args.timeout)
+                        if i not in why:
+                            jobs[(name, tool, i)] = pool.submit(sanitize_one, sanitizer, tool, b.lib,
+                                                                plugin.dir, folder, args.timeout)
             which = {job: key for key, job in jobs.items()}
             for done, job in enumerate(as_completed(which), 1):
                 name, tool, i = which[job]
@@ -338,6 +351,8 @@ def run(args):
           + (f"; errors in: {', '.join(bad)}" if bad else ""))
     for name, why in declared.items():
         print(f"not run: {name}, which kernel {plugin.name} declares not applicable: {why}")
+    for name, label, why in skipped:
+        print(f"not run: {name} at {label}, where the kernel's spec says it does not apply: {why}")
     return exit_status(checked, bad)
 
 
