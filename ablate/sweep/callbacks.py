@@ -288,7 +288,7 @@ class SweepSetup(Callback):
             counts = self.progress.close()
             na = counts.get("not applicable", 0)
             log.info("%d jobs: %d ok, %d failed%s", self.progress.total, counts["ok"], counts["failed"],
-                     f", {na} not applicable (generic pathologies that change nothing in this kernel)" if na else "")
+                     f", {na} not applicable (each job's line above and its record say why)" if na else "")
             self.progress = None
         # The sweep's GPU child, idle now: kept for the next sweep, or ended (atexit would do it later).
         stop_worker(keep_s=keep_worker_s(config))
