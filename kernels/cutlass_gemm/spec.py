@@ -106,12 +106,8 @@ PEERS = {"torch_matmul": _matmul}
 # where large reads 0.85-0.97, but 0.90-0.92 at the large shapes) and n192_2x1 (B multicast:
 # 0.77-0.98 at m = 1500 and 6000, 0.27-0.33 at m = 777; it would compile to n192_1x2's kernel
 # under cp_async, where no cluster multicasts, and the two could not be told apart).
-# skinny_splitk (skinny_n128's kernel on k cut into chunks, FP32 partials summed by a second
-# kernel: 0.95-0.97 at m <= 16, n = 4096, where skinny_n128 reads 0.74-0.81) is measured and
-# not in the table yet: its row waits for its GPU tests and sanitizer.
 CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 5, "streamk_n64": 6,
-              "wide": 7, "large_1x2": 8, "large_2x2": 9, "n192": 10, "n192_1x2": 11, "n192_2x1": 12,
-              "skinny_splitk": 13}
+              "wide": 7, "large_1x2": 8, "large_2x2": 9, "n192": 10, "n192_1x2": 11, "n192_2x1": 12}
 FORCE_MACRO = "ABLATE_GEMM_FORCE"
 CHOICE_FILE = Path(__file__).parent / "base" / "choice.def"
 ROWS = ("any", "off_line")  # the table's rows column (base/cutlass_gemm.cu's Rows)

@@ -36,7 +36,6 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
-#include <type_traits>
 
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
@@ -95,19 +94,15 @@ using TallCluster = cute::conditional_t<Mainloop::kMulticast, Cluster2x1, Cluste
 constexpr int kAlign = 8;         // elements per 16 bytes: TMA's and the vector loads' alignment
 
 // One GEMM configuration: the collectives the builders make of the knobs, and the kernel.
-// ElementD: the type the kernel writes; float for a split-k candidate, whose FP32 partial
-// sums a second kernel adds into d (run_split).
-template <class Element, class Tile, class Cluster, class Sched, class TileScheduler, class ProblemShape,
-          class ElementD = Element>
+template <class Element, class Tile, class Cluster, class Sched, class TileScheduler, class ProblemShape>
 struct Config {
-  static constexpr bool kSplitK = !std::is_same_v<ElementD, Element>;
   using MainSchedule = typename Mainloop::template Schedule<Sched>;
   using EpiSchedule = typename Epilogue::template Schedule<Sched>;
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float,
       void, cutlass::layout::RowMajor, kAlign,          // no C: d = a b^T (beta = 0)
-      ElementD, cutlass::layout::RowMajor, 16 / int(sizeof(ElementD)), EpiSchedule>::CollectiveOp;
+      Element, cutlass::layout::RowMajor, kAlign, EpiSchedule>::CollectiveOp;
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
       Element, cutlass::layout::RowMajor, kAlign,        // a: (m, k), K-major
@@ -149,9 +144,8 @@ GEMM_CANDIDATE(9,     large_2x2,   Tile128x128,      QuadCluster,  PingPong,    
 GEMM_CANDIDATE(10,    n192,        Tile128x192,      Cluster1x1,   PingPong,    DataParallel, Rank3)
 GEMM_CANDIDATE(11,    n192_1x2,    Tile128x192,      WideCluster,  PingPong,    DataParallel, Rank3)
 GEMM_CANDIDATE(12,    n192_2x1,    Tile128x192,      TallCluster,  PingPong,    DataParallel, Rank3)
-GEMM_CANDIDATE(13,    skinny_splitk, Tile64x128,     Cluster1x1,   PingPong,    DataParallel, Rank4, float)
 #undef GEMM_CANDIDATE
-enum CandidateIndex { large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk };
+enum CandidateIndex { large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1 };
 
 // The workspace a configuration asks for (stream-K's partial sums and tile locks; none for the
 // data-parallel scheduler), which the ABI has no argument for: one buffer per process, grown
@@ -191,7 +185,7 @@ static int sm_count() {
 }
 
 template <class C>
-static cudaError_t run_whole(const void* a, const void* b, void* d, int m, int n, int k, cudaStream_t stream) {
+static cudaError_t run(const void* a, const void* b, void* d, int m, int n, int k, cudaStream_t stream) {
   using Gemm = typename C::Gemm;
   using Element = typename Gemm::ElementA;
   using StrideA = typename Gemm::GemmKernel::StrideA;
@@ -223,72 +217,6 @@ static cudaError_t run_whole(const void* a, const void* b, void* d, int m, int n
     return e == cudaSuccess ? cudaErrorLaunchFailure : e;
   }
   return cudaGetLastError();
-}
-
-// Split-k over the batch mode (skinny_splitk, a tuning candidate): at decode m the output has
-// too few tiles to keep the SMs streaming the weight (32 blocks of 64x128 at n = 4096 read
-// DRAM at 43% of its peak; cuBLAS splits k, ncu, docs/benchmarks.md). The k loop is cut into
-// `splits` chunks, each one batch of the rank-4 problem (m, n, k / splits, splits): A's and B's
-// batch stride is the chunk's length, each batch writes FP32 partial sums of d into the
-// workspace, and sum_partials adds them into d.
-template <class Element>
-__global__ void sum_partials(const float* partials, Element* d, int64_t mn, int splits) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < mn; i += int64_t(gridDim.x) * blockDim.x) {
-    float sum = 0.f;
-    for (int j = 0; j < splits; ++j) sum += partials[i + j * mn];
-    d[i] = static_cast<Element>(sum);
-  }
-}
-
-// As many chunks as the tiles leave SMs for (at most 8), each a multiple of 64 elements long.
-static int split_count(int m, int n, int k, int tile_m, int tile_n, int sms) {
-  const int64_t tiles = (int64_t(m) + tile_m - 1) / tile_m * ((int64_t(n) + tile_n - 1) / tile_n);
-  int splits = static_cast<int>(cute::min(int64_t(8), cute::max(int64_t(1), sms / tiles)));
-  while (splits > 1 && k % (splits * 64)) --splits;
-  return splits;
-}
-
-template <class C>
-static cudaError_t run_split(const void* a, const void* b, void* d, int m, int n, int k, cudaStream_t stream) {
-  using Gemm = typename C::Gemm;
-  using Element = typename Gemm::ElementA;
-  using Tile = typename Gemm::GemmKernel::TileShape;
-  const int splits = split_count(m, n, k, cute::size<0>(Tile{}), cute::size<1>(Tile{}), sm_count());
-  const int chunk = k / splits;
-  const int64_t mn = int64_t(m) * n;
-  typename Gemm::GemmKernel::StrideA sa = cute::make_stride(int64_t(k), cute::Int<1>{}, int64_t(chunk));
-  typename Gemm::GemmKernel::StrideB sb = cute::make_stride(int64_t(k), cute::Int<1>{}, int64_t(chunk));
-  typename Gemm::GemmKernel::StrideC sc = cute::make_stride(int64_t(n), cute::Int<1>{}, mn);
-  typename Gemm::GemmKernel::StrideD sd = cute::make_stride(int64_t(n), cute::Int<1>{}, mn);
-  const size_t partial_bytes = (size_t(splits) * mn * sizeof(float) + 255) / 256 * 256;
-  void* ws = nullptr;
-  typename Gemm::Arguments args{
-      cutlass::gemm::GemmUniversalMode::kGemm, typename Gemm::GemmKernel::ProblemShape{m, n, chunk, splits},
-      {static_cast<const Element*>(a), sa, static_cast<const Element*>(b), sb},
-      {{1.0f, 0.0f}, nullptr, sc, nullptr, sd}};
-  args.hw_info.sm_count = sm_count();
-  Raster::apply(args.scheduler);
-  if (cudaError_t e = reserve(partial_bytes + Gemm::get_workspace_size(args), stream, &ws)) return e;
-  float* partials = static_cast<float*>(ws);
-  args.epilogue.ptr_D = partials;
-  Gemm gemm;
-  if (gemm.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
-  if (gemm.initialize(args, static_cast<char*>(ws) + partial_bytes, stream) != cutlass::Status::kSuccess)
-    return cudaErrorInvalidValue;
-  if (gemm.run(stream) != cutlass::Status::kSuccess) {
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? cudaErrorLaunchFailure : e;
-  }
-  const int threads = 256;
-  const int blocks = static_cast<int>(cute::min(int64_t(sm_count()) * 8, (mn + threads - 1) / threads));
-  sum_partials<<<blocks, threads, 0, stream>>>(partials, static_cast<Element*>(d), mn, splits);
-  return cudaGetLastError();
-}
-
-template <class C>
-static cudaError_t run(const void* a, const void* b, void* d, int m, int n, int k, cudaStream_t stream) {
-  if constexpr (C::kSplitK) return run_split<C>(a, b, d, m, n, k, stream);
-  else return run_whole<C>(a, b, d, m, n, k, stream);
 }
 
 // base/choice.def's bound on the wave efficiency of 128x128 tiles: floor(100 * tiles /
