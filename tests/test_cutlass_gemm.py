@@ -90,7 +90,8 @@ def test_wave_efficiency_counts_the_last_wave_whole():
 
 
 @pytest.mark.parametrize("m, n, k, want", [
-    (1, 4096, 1000, "skinny_n128"), (16, 14336, 4096, "skinny_n128"),  # m <= 16
+    (1, 4096, 1000, "skinny_splitk"), (16, 4096, 4096, "skinny_splitk"),  # m <= 16, 64x128 tiles on few SMs
+    (16, 14336, 4096, "skinny_n128"), (1, 4360, 1032, "skinny_n128"),  # m <= 16 otherwise
     (17, 4096, 1000, "skinny"), (64, 4096, 4096, "skinny"), (128, 4096, 1000, "skinny"),  # m <= 128
     (200, 1000, 1000, "skinny"), (129, 8, 8, "skinny"),  # m <= 256 with the last wave at most a quarter busy
     (256, 4096, 1000, "streamk_n64"), (129, 128 * 66, 4096, "streamk_n64"),  # m <= 256 otherwise
@@ -133,7 +134,8 @@ def test_a_table_row_reaches_the_choice():
 
 @pytest.mark.parametrize("pathology, shape, config", [
     ("cooperative", "decode_m64", "skinny"), ("cluster_2x1", "decode_m32_n4k", "skinny"),
-    ("tile_64x64", "decode_m128_n4k_bf16", "skinny"), ("cooperative", "decode_m1_n4k", "skinny_n128"),
+    ("tile_64x64", "decode_m128_n4k_bf16", "skinny"), ("cooperative", "decode_m1_n4k", "skinny_splitk"),
+    ("tile_64x64", "decode_m16_n14k", "skinny_n128"),
     ("cluster_2x1", "decode_m256_n4k", "streamk_n64"), ("tile_64x64", "odd_m200_n1000_k1000", "skinny"),
     ("cooperative", "odd_m777_n5000_k2056", "wide"), ("cluster_2x1", "odd_m3000_n3000_k1000", "n192_1x2"),
     ("tile_64x64", "rows_m4096_k4104", "wide")])
@@ -164,10 +166,14 @@ def test_each_instance_is_one_configuration_and_a_shape_runs_one(built_kernels):
     table = {name for name, *_ in SPEC.choice_table()}
     assert sorted(names) == sorted(f"{d}_{c}" for d in ("fp16", "bf16") for c in table)  # exactly the table's
     instances = list(base.ptxas["kernels"])
-    assert sorted(static.config_of(SPEC, k, info["configs"]) for k in instances) == sorted(names)
+    found = [static.config_of(SPEC, k, info["configs"]) for k in instances]
+    # one instance a configuration, and skinny_splitk's second kernel (the partial sums' adder)
+    assert sorted(found) == sorted(names + [f"{d}_skinny_splitk" for d in ("fp16", "bf16")])
     for shape, want in (({"m": 64, "n": 4096, "k": 4096, "dtype": "fp16"}, "fp16_skinny"),
                         ({"m": 128, "n": 8, "k": 8, "dtype": "bf16"}, "bf16_skinny"),
-                        ({"m": 1, "n": 4096, "k": 8, "dtype": "fp16"}, "fp16_skinny_n128"),
+                        ({"m": 1, "n": 4096, "k": 8, "dtype": "fp16"}, "fp16_skinny_splitk"),
+                        ({"m": 16, "n": 4096, "k": 4096, "dtype": "bf16"}, "bf16_skinny_splitk"),
+                        ({"m": 1, "n": 14336, "k": 8, "dtype": "fp16"}, "fp16_skinny_n128"),
                         ({"m": 256, "n": 4096, "k": 8, "dtype": "fp16"}, "fp16_streamk_n64"),
                         ({"m": 1000, "n": 1000, "k": 1000, "dtype": "bf16"}, "bf16_large"),
                         ({"m": 4096, "n": 4096, "k": 64, "dtype": "fp16"}, "fp16_large"),
@@ -258,6 +264,21 @@ def test_a_job_of_a_large_only_pathology_is_not_applicable_where_another_configu
     cfg = plugins.compose("cutlass_gemm", ["pathology=cooperative", f"shape={shape}", "mode=static"])
     job = make_job(cfg, shape)
     assert ("cooperative" in job.opted_out) == opted_out
+
+
+def test_split_k_instances_are_told_from_skinny_n128_by_their_fp32_output():
+    """skinny_splitk's GEMM is skinny_n128's kernel writing FP32 partial sums (the epilogue's
+    LinearCombination<float, ...>); its second kernel adds them. Names as the builds print them."""
+    configs = [{"name": f"{d}_{c}"} for d in ("fp16", "bf16") for c in ("skinny_n128", "skinny_splitk")]
+    head = "_ZN7cutlass13device_kernelINS_4gemm6kernel13GemmUniversalIN4cute5tupleIJiiiiEEE"
+    split = head + "MMA_64x128x16_F32F16F16_SS" + "NS_8epilogue6fusion17LinearCombinationIffvfLNS_15FloatRoundStyleE2EEE"
+    whole = head + "MMA_64x128x16_F32F16F16_SS" + "NS_8epilogue6fusion17LinearCombinationISH_fvfLNS_15FloatRoundStyleE2EEE"
+    adder = "_ZN4gemm12sum_partialsIN7cutlass10bfloat16_tEEEvPKfPT_li"
+    assert SPEC.config_of(split, configs) == "fp16_skinny_splitk"
+    assert SPEC.config_of(whole, configs) == "fp16_skinny_n128"
+    assert SPEC.config_of(adder, configs) == "bf16_skinny_splitk"
+    shape = {"m": 1, "n": 4096, "k": 4096, "dtype": "bf16"}
+    assert not SPEC.launched(adder, shape, configs)  # the GEMM's resources are the shape's
 
 
 def test_a_wide_instance_is_told_from_large_by_its_256_row_tile():

@@ -1,8 +1,8 @@
 """The CUTLASS GEMM plugin's correctness on a GPU (an sm_90 one: the kernel is sm_90a code):
 the base and every pathology of its own against the spec's reference, outputs poisoned with
 NaN before every launch, both dtypes, m, n, k off every tile size (odd m; n and k multiples
-of 8, as TMA requires), every configuration of the table (base/choice.def: skinny_n128,
-skinny, streamk_n64, large, wide, n192_1x2: each case says which it runs); launches on a side stream and in a CUDA graph; and the
+of 8, as TMA requires), every configuration of the table (base/choice.def: skinny_splitk,
+skinny_n128, skinny, streamk_n64, large, wide, n192_1x2: each case says which it runs); launches on a side stream and in a CUDA graph; and the
 refusals: n or k not a multiple of 8, by the shape's validation (naming the field) and by
 the ABI (cudaErrorInvalidValue, nothing written)."""
 import zlib
@@ -22,7 +22,8 @@ SPEC = GEMM.spec
 PATHOLOGIES = ["none"] + sorted(p for p in GEMM.options("pathology")
                                 if (GEMM.dir / "conf" / "pathology" / f"{p}.yaml").exists())
 # (m, n, k), by the configuration the table runs them on (SPEC.choice; test below).
-CASES = [(1, 8, 8),  # skinny_n128 (m <= 16)
+CASES = [(1, 8, 8), (16, 4096, 4096), (5, 1000, 1000),  # skinny_splitk (1, 4 and 5 chunks of k)
+         (9, 4360, 1032),  # skinny_n128 (m <= 16, 35 tiles of 64x128)
          (37, 200, 1032), (64, 4096, 4096), (127, 1000, 72), (128, 136, 4104), (129, 264, 328),  # skinny
          (200, 2200, 328), (256, 4096, 520),  # streamk_n64 (m <= 256, 128x128 tiles fill over 25% of the wave)
          (331, 1000, 1000), (1289, 1416, 320), (2049, 4104, 512),  # large (rows off 128-byte lines, or on)
@@ -76,8 +77,9 @@ def test_matches_reference(kernels, request, name, dtype):
 def test_side_stream_and_graph(kernels, request, name):
     """On a non-default stream, and captured in a CUDA graph after an uncaptured launch of
     the shape (stream-K's workspace is allocated then: allocation is illegal in a capture)."""
-    # skinny, stream-K (its workspace, grown before the capture), large, wide (a cluster)
-    for m, n in ((64, 520), (200, 2200), (333, 520), (1289, 1416)):
+    # split-k (its partial sums in the workspace), skinny, stream-K (its workspace, grown before
+    # the capture), large, wide (a cluster)
+    for m, n in ((1, 4096), (64, 520), (200, 2200), (333, 520), (1289, 1416)):
         shape = SPEC.validate_shape({"m": m, "n": n, "k": 1032, "dtype": "fp16"})
         tensors = poisoned_inputs(SPEC, shape, seed_of(request) + m, "cuda")
         side = torch.cuda.Stream()

@@ -70,11 +70,13 @@ def label(shape):
 
 # The small shapes compute-sanitizer runs every variant on: each configuration of the table
 # (base/choice.def; tests/test_cutlass_gemm.py holds that every one is reached) with m, n, k off
-# every tile size (odd m; n, k multiples of 8 only): skinny_n128 (m <= 16) and skinny (m <= 128)
-# with a long k, streamk_n64 (m = 200: 36 tiles of 128x128 on 132 SMs) in both dtypes; with rows
+# every tile size (odd m; n, k multiples of 8 only): skinny_splitk in FP16 (m = 9, 3 tiles: k =
+# 1032 in 3 chunks of 344, none a multiple of the 64-element k step), skinny_n128 in BF16 (35
+# tiles: 26%), skinny (m <= 128) with a long k, streamk_n64 (m = 200: 36 tiles of 128x128 on 132 SMs) in both dtypes; with rows
 # off 128-byte lines (k = 328), large (m = 331: 9 tiles), wide (m = 1289: 132 tiles, one whole
 # wave) and n192_1x2 (m = n = 1400: 121 tiles, 91%); large at a whole wave with rows on lines (k = 320).
 SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
+                   {"m": 9, "n": 4360, "k": 1032, "dtype": "bf16"},
                    {"m": 37, "n": 200, "k": 1032, "dtype": "fp16"},
                    {"m": 200, "n": 2200, "k": 328, "dtype": "fp16"},
                    {"m": 200, "n": 2200, "k": 328, "dtype": "bf16"},
@@ -106,8 +108,10 @@ PEERS = {"torch_matmul": _matmul}
 # where large reads 0.85-0.97, but 0.90-0.92 at the large shapes) and n192_2x1 (B multicast:
 # 0.77-0.98 at m = 1500 and 6000, 0.27-0.33 at m = 777; it would compile to n192_1x2's kernel
 # under cp_async, where no cluster multicasts, and the two could not be told apart).
+
 CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 5, "streamk_n64": 6,
-              "wide": 7, "large_1x2": 8, "large_2x2": 9, "n192": 10, "n192_1x2": 11, "n192_2x1": 12}
+              "wide": 7, "large_1x2": 8, "large_2x2": 9, "n192": 10, "n192_1x2": 11, "n192_2x1": 12,
+              "skinny_splitk": 13}
 FORCE_MACRO = "ABLATE_GEMM_FORCE"
 CHOICE_FILE = Path(__file__).parent / "base" / "choice.def"
 ROWS = ("any", "off_line")  # the table's rows column (base/cutlass_gemm.cu's Rows)
@@ -211,12 +215,18 @@ _RANK = {"cute::tuple<int, int, int>,": 3, "tupleIJiiiEE": 3, "cute::tuple<int, 
          "tupleIJiiiiEE": 4}
 _MMA = re.compile(r"MMA_64x(\d+)x16_F32(BF16|F16)")
 _WIDE_TILE = re.compile(r"C<256>|ILi256E")  # no other instance's name holds a 256 (checked on the builds)
+# skinny_splitk's GEMM writes FP32 (its epilogue's LinearCombination<float, ...>, mangled Iff;
+# the others write the element type), and its second kernel, gemm::sum_partials<Element>, adds them
+_FLOAT_OUT = re.compile(r"LinearCombination<float,|LinearCombinationIff")
+_SUM = re.compile(r"sum_partials.*?(bfloat16_t|half_t)")
 # (rank, stream-K, MMA N) of each configuration but large and wide
 _SIGNATURE = {"skinny": (4, False, 64), "skinny_n32": (4, False, 32), "skinny_n128": (4, False, 128),
               "streamk": (3, True, 128), "streamk_n64": (3, True, 64), "n192_1x2": (3, False, 192)}
 
 
 def _config(kernel_name):
+    if summed := _SUM.search(kernel_name):
+        return f"{'bf16' if summed.group(1) == 'bfloat16_t' else 'fp16'}_skinny_splitk"
     ranks = {rank for text, rank in _RANK.items() if text in kernel_name}
     atoms = set(_MMA.findall(kernel_name))
     if len(ranks) != 1 or len({dtype for _, dtype in atoms}) != 1:
@@ -229,6 +239,8 @@ def _config(kernel_name):
     if len(atoms) != 1:
         return None
     signature = (rank, streamk, int(next(iter(atoms))[0]))
+    if signature == _SIGNATURE["skinny_n128"] and _FLOAT_OUT.search(kernel_name):
+        return f"{dtype}_skinny_splitk"
     name = next((n for n, s in _SIGNATURE.items() if s == signature), None)
     return None if name is None else f"{dtype}_{name}"
 
@@ -239,4 +251,6 @@ def config_of(kernel_name, configs):
 
 
 def launched(kernel_name, shape, configs):
-    return config_of(kernel_name, configs) == f"{shape['dtype']}_{choice(shape)}"
+    """Whether the shape runs this instance: its configuration's GEMM (skinny_splitk's second
+    kernel, which adds the partial sums, runs too, but the GEMM's resources are the shape's)."""
+    return not _SUM.search(kernel_name) and config_of(kernel_name, configs) == f"{shape['dtype']}_{choice(shape)}"

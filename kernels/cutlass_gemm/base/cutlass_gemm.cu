@@ -16,6 +16,9 @@
 //           128x128 tiles leave much of the last wave idle (m = n = 1000: 64 tiles on 132 SMs):
 //           the scheduler shares the k loop of the tiles among all SMs (stream-K is cooperative
 //           only: CUTLASS's ping-pong kernel refuses it).
+//   skinny_splitk (m <= 16 where 64x128 tiles leave most SMs idle) skinny_n128's kernel over
+//           k cut into chunks (run): more blocks streaming the weight, whose partial sums
+//           a second kernel adds.
 //   wide, n192_1x2 (rows of A and B off 128-byte lines, k not a multiple of 64, where each TMA
 //           box row reaches L2 as two or three requests): fewer requests per FLOP. wide:
 //           cooperative 256x128x64 on a 1x2 cluster multicasting A (half large's requests per
@@ -36,6 +39,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <type_traits>
 
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
@@ -94,15 +98,19 @@ using TallCluster = cute::conditional_t<Mainloop::kMulticast, Cluster2x1, Cluste
 constexpr int kAlign = 8;         // elements per 16 bytes: TMA's and the vector loads' alignment
 
 // One GEMM configuration: the collectives the builders make of the knobs, and the kernel.
-template <class Element, class Tile, class Cluster, class Sched, class TileScheduler, class ProblemShape>
+// ElementD: the type the kernel writes; float for a split-k candidate, whose FP32 partial
+// sums a second kernel adds into d (run).
+template <class Element, class Tile, class Cluster, class Sched, class TileScheduler, class ProblemShape,
+          class ElementD = Element>
 struct Config {
+  static constexpr bool kSplitK = !std::is_same_v<ElementD, Element>;
   using MainSchedule = typename Mainloop::template Schedule<Sched>;
   using EpiSchedule = typename Epilogue::template Schedule<Sched>;
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float,
       void, cutlass::layout::RowMajor, kAlign,          // no C: d = a b^T (beta = 0)
-      Element, cutlass::layout::RowMajor, kAlign, EpiSchedule>::CollectiveOp;
+      ElementD, cutlass::layout::RowMajor, 16 / int(sizeof(ElementD)), EpiSchedule>::CollectiveOp;
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
       Element, cutlass::layout::RowMajor, kAlign,        // a: (m, k), K-major
@@ -144,8 +152,9 @@ GEMM_CANDIDATE(9,     large_2x2,   Tile128x128,      QuadCluster,  PingPong,    
 GEMM_CANDIDATE(10,    n192,        Tile128x192,      Cluster1x1,   PingPong,    DataParallel, Rank3)
 GEMM_CANDIDATE(11,    n192_1x2,    Tile128x192,      WideCluster,  PingPong,    DataParallel, Rank3)
 GEMM_CANDIDATE(12,    n192_2x1,    Tile128x192,      TallCluster,  PingPong,    DataParallel, Rank3)
+GEMM_CANDIDATE(13,    skinny_splitk, Tile64x128,     Cluster1x1,   PingPong,    DataParallel, Rank4, float)
 #undef GEMM_CANDIDATE
-enum CandidateIndex { large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1 };
+enum CandidateIndex { large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk };
 
 // The workspace a configuration asks for (stream-K's partial sums and tile locks; none for the
 // data-parallel scheduler), which the ABI has no argument for: one buffer per process, grown
@@ -184,37 +193,75 @@ static int sm_count() {
   return count;
 }
 
+// Split-k over the batch mode (skinny_splitk): at decode m the output has
+// too few tiles to keep the SMs streaming the weight (32 blocks of 64x128 at n = 4096 read
+// DRAM at 43% of its peak; cuBLAS splits k, ncu, docs/benchmarks.md). The k loop is cut into
+// `splits` chunks, each one batch of the rank-4 problem (m, n, k / splits, splits): A's and B's
+// batch stride is the chunk's length, each batch writes FP32 partial sums of d into the
+// workspace, and sum_partials adds them into d.
+template <class Element>
+__global__ void sum_partials(const float* partials, Element* d, int64_t mn, int splits) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < mn; i += int64_t(gridDim.x) * blockDim.x) {
+    float sum = 0.f;
+    for (int j = 0; j < splits; ++j) sum += partials[i + j * mn];
+    d[i] = static_cast<Element>(sum);
+  }
+}
+
+// As many chunks as the tiles leave SMs for (at most 8), each a multiple of 8 elements long
+// (TMA's 16-byte aligned batch stride): 4 at k = 4096 and n = 4096, 5 at k = 1000.
+static int split_count(int m, int n, int k, int tile_m, int tile_n, int sms) {
+  const int64_t tiles = (int64_t(m) + tile_m - 1) / tile_m * ((int64_t(n) + tile_n - 1) / tile_n);
+  int splits = static_cast<int>(cute::min(int64_t(8), cute::max(int64_t(1), sms / tiles)));
+  while (splits > 1 && k % (splits * 8)) --splits;
+  return splits;
+}
+
+// One GEMM of configuration C: d = a b^T. Where C writes FP32 partial sums (C::kSplitK), the
+// k loop is cut into `splits` chunks, the rank-4 problem's batches (A's and B's batch stride a
+// chunk's length), the partials at the workspace's start and CUTLASS's own workspace after
+// them, and sum_partials adds them into d; otherwise one batch of the whole k.
 template <class C>
 static cudaError_t run(const void* a, const void* b, void* d, int m, int n, int k, cudaStream_t stream) {
   using Gemm = typename C::Gemm;
+  using Kernel = typename Gemm::GemmKernel;
   using Element = typename Gemm::ElementA;
-  using StrideA = typename Gemm::GemmKernel::StrideA;
-  using StrideB = typename Gemm::GemmKernel::StrideB;
-  using StrideC = typename Gemm::GemmKernel::StrideC;
-  using StrideD = typename Gemm::GemmKernel::StrideD;
-  using ProblemShape = typename Gemm::GemmKernel::ProblemShape;
+  using ProblemShape = typename Kernel::ProblemShape;
+  using Tile = typename Kernel::TileShape;
+  const int splits = C::kSplitK ? split_count(m, n, k, cute::size<0>(Tile{}), cute::size<1>(Tile{}), sm_count()) : 1;
+  const int chunk = k / splits;
+  const int64_t mn = int64_t(m) * n;
   ProblemShape problem;
   if constexpr (cute::rank(ProblemShape{}) == 3) problem = ProblemShape{m, n, k};
-  else problem = ProblemShape{m, n, k, 1};
-  const int64_t mk = int64_t(m) * k, nk = int64_t(n) * k, mn = int64_t(m) * n;
-  StrideA sa = cute::make_stride(int64_t(k), cute::Int<1>{}, mk);
-  StrideB sb = cute::make_stride(int64_t(k), cute::Int<1>{}, nk);
-  StrideC sc = cute::make_stride(int64_t(n), cute::Int<1>{}, mn);
-  StrideD sd = cute::make_stride(int64_t(n), cute::Int<1>{}, mn);
+  else problem = ProblemShape{m, n, chunk, splits};
+  const int64_t batch_a = C::kSplitK ? chunk : int64_t(m) * k, batch_b = C::kSplitK ? chunk : int64_t(n) * k;
+  typename Kernel::StrideA sa = cute::make_stride(int64_t(k), cute::Int<1>{}, batch_a);
+  typename Kernel::StrideB sb = cute::make_stride(int64_t(k), cute::Int<1>{}, batch_b);
+  typename Kernel::StrideC sc = cute::make_stride(int64_t(n), cute::Int<1>{}, mn);
+  typename Kernel::StrideD sd = cute::make_stride(int64_t(n), cute::Int<1>{}, mn);
   typename Gemm::Arguments args{
       cutlass::gemm::GemmUniversalMode::kGemm, problem,
       {static_cast<const Element*>(a), sa, static_cast<const Element*>(b), sb},
-      {{1.0f, 0.0f}, nullptr, sc, static_cast<Element*>(d), sd}};
+      {{1.0f, 0.0f}, nullptr, sc, nullptr, sd}};
   args.hw_info.sm_count = sm_count();
   Raster::apply(args.scheduler);
+  const size_t partial_bytes = C::kSplitK ? (size_t(splits) * mn * sizeof(float) + 255) / 256 * 256 : 0;
+  void* ws = nullptr;
+  if (cudaError_t e = reserve(partial_bytes + Gemm::get_workspace_size(args), stream, &ws)) return e;
+  using ElementD = std::remove_pointer_t<decltype(args.epilogue.ptr_D)>;
+  args.epilogue.ptr_D = static_cast<ElementD*>(C::kSplitK ? ws : d);
   Gemm gemm;
   if (gemm.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
-  void* ws = nullptr;
-  if (cudaError_t e = reserve(Gemm::get_workspace_size(args), stream, &ws)) return e;
-  if (gemm.initialize(args, ws, stream) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
+  if (gemm.initialize(args, static_cast<char*>(ws) + partial_bytes, stream) != cutlass::Status::kSuccess)
+    return cudaErrorInvalidValue;
   if (gemm.run(stream) != cutlass::Status::kSuccess) {
     cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? cudaErrorLaunchFailure : e;
+  }
+  if constexpr (C::kSplitK) {
+    const int threads = 256;
+    const int blocks = static_cast<int>(cute::min(int64_t(sm_count()) * 8, (mn + threads - 1) / threads));
+    sum_partials<<<blocks, threads, 0, stream>>>(static_cast<const float*>(ws), static_cast<Element*>(d), mn, splits);
   }
   return cudaGetLastError();
 }
