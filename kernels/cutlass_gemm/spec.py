@@ -107,11 +107,15 @@ PEERS = {"torch_matmul": _matmul}
 # 0.87-0.92 at the large shapes), n192 (no cluster: 1.05-1.09 at m = 3072 with k = 1024 and 1056,
 # where large reads 0.85-0.97, but 0.90-0.92 at the large shapes) and n192_2x1 (B multicast:
 # 0.77-0.98 at m = 1500 and 6000, 0.27-0.33 at m = 777; it would compile to n192_1x2's kernel
-# under cp_async, where no cluster multicasts, and the two could not be told apart).
+# under cp_async, where no cluster multicasts, and the two could not be told apart), swap_n16
+# and swap_n32 (d^T = b a^T, Operands::ba, as cuBLAS's kernels at m <= 64: 64x16 and 64x32 tiles
+# on 1x2 clusters multicasting the weight; 0.76 and 0.63 of cuBLAS at m = 32, where skinny reads
+# 0.85: 128 blocks as cuBLAS's, but twice its L2 sectors, DRAM at 48% of its peak against 62%;
+# "The fifth session").
 
 CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 5, "streamk_n64": 6,
               "wide": 7, "large_1x2": 8, "large_2x2": 9, "n192": 10, "n192_1x2": 11, "n192_2x1": 12,
-              "skinny_splitk": 13}
+              "skinny_splitk": 13, "swap_n16": 14, "swap_n32": 15}
 FORCE_MACRO = "ABLATE_GEMM_FORCE"
 CHOICE_FILE = Path(__file__).parent / "base" / "choice.def"
 ROWS = ("any", "off_line")  # the table's rows column (base/cutlass_gemm.cu's Rows)

@@ -97,24 +97,33 @@ using TallCluster = cute::conditional_t<Mainloop::kMulticast, Cluster2x1, Cluste
 
 constexpr int kAlign = 8;         // elements per 16 bytes: TMA's and the vector loads' alignment
 
+// Which product the kernel computes. ab: d = a b^T, m along the tile's M. ba: d^T = b a^T,
+// the weight's n along M and m along N, d written column-major (the same bytes as d row-major):
+// at skinny m the wgmma's 64-row M is filled by n and the tile's N (8 to 256) fits m. cuBLAS's
+// kernels at m = 1-64 do this (ncu names them nvjet_..._TNT: at m = 32, 64x16 tiles on 1x2
+// clusters, 128 blocks; docs/benchmarks.md, "The fifth session").
+enum class Operands { ab, ba };
+
 // One GEMM configuration: the collectives the builders make of the knobs, and the kernel.
 // ElementD: the type the kernel writes; float for a split-k candidate, whose FP32 partial
 // sums a second kernel adds into d (run).
 template <class Element, class Tile, class Cluster, class Sched, class TileScheduler, class ProblemShape,
-          class ElementD = Element>
+          class ElementD = Element, Operands kOperands = Operands::ab>
 struct Config {
   static constexpr bool kSplitK = !std::is_same_v<ElementD, Element>;
+  static constexpr bool kSwapped = kOperands == Operands::ba;
+  using LayoutD = cute::conditional_t<kSwapped, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
   using MainSchedule = typename Mainloop::template Schedule<Sched>;
   using EpiSchedule = typename Epilogue::template Schedule<Sched>;
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float,
-      void, cutlass::layout::RowMajor, kAlign,          // no C: d = a b^T (beta = 0)
-      ElementD, cutlass::layout::RowMajor, 16 / int(sizeof(ElementD)), EpiSchedule>::CollectiveOp;
+      void, LayoutD, kAlign,                            // no C: d = a b^T (beta = 0)
+      ElementD, LayoutD, 16 / int(sizeof(ElementD)), EpiSchedule>::CollectiveOp;
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
-      Element, cutlass::layout::RowMajor, kAlign,        // a: (m, k), K-major
-      Element, cutlass::layout::ColumnMajor, kAlign,     // b: (n, k) row-major = K x N column-major
+      Element, cutlass::layout::RowMajor, kAlign,        // a (b where ba): (m, k), K-major
+      Element, cutlass::layout::ColumnMajor, kAlign,     // b (a where ba): (n, k) row-major = K x N column-major
       float, Tile, Cluster,
       typename Stages::template Count<static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>,
       MainSchedule>::CollectiveOp;
@@ -153,8 +162,10 @@ GEMM_CANDIDATE(10,    n192,        Tile128x192,      Cluster1x1,   PingPong,    
 GEMM_CANDIDATE(11,    n192_1x2,    Tile128x192,      WideCluster,  PingPong,    DataParallel, Rank3)
 GEMM_CANDIDATE(12,    n192_2x1,    Tile128x192,      TallCluster,  PingPong,    DataParallel, Rank3)
 GEMM_CANDIDATE(13,    skinny_splitk, Tile64x128,     Cluster1x1,   PingPong,    DataParallel, Rank4, float)
+GEMM_CANDIDATE(14,    swap_n16,    Tile64x16,        WideCluster,  PingPong,    DataParallel, Rank4, E, Operands::ba)
+GEMM_CANDIDATE(15,    swap_n32,    Tile64x32,        WideCluster,  PingPong,    DataParallel, Rank4, E, Operands::ba)
 #undef GEMM_CANDIDATE
-enum CandidateIndex { large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk };
+enum CandidateIndex { large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk, swap_n16, swap_n32 };
 
 // The workspace a configuration asks for (stream-K's partial sums and tile locks; none for the
 // data-parallel scheduler), which the ABI has no argument for: one buffer per process, grown
@@ -217,10 +228,21 @@ static int split_count(int m, int n, int k, int tile_m, int tile_n, int sms) {
   return splits;
 }
 
-// One GEMM of configuration C: d = a b^T. Where C writes FP32 partial sums (C::kSplitK), the
-// k loop is cut into `splits` chunks, the rank-4 problem's batches (A's and B's batch stride a
-// chunk's length), the partials at the workspace's start and CUTLASS's own workspace after
-// them, and sum_partials adds them into d; otherwise one batch of the whole k.
+// d's strides as the kernel's (M, N) output sees it: row-major d (n, 1), or, where the kernel
+// computes d^T (Operands::ba), its column-major (1, n); the batch stride m n.
+template <class Stride>
+static Stride output_stride(int n, int64_t mn) {
+  if constexpr (cute::is_static<cute::remove_cvref_t<decltype(cute::get<0>(Stride{}))>>::value)
+    return cute::make_stride(cute::Int<1>{}, int64_t(n), mn);
+  else
+    return cute::make_stride(int64_t(n), cute::Int<1>{}, mn);
+}
+
+// One GEMM of configuration C: d = a b^T (or d^T = b a^T, C::kSwapped: the operands and m, n
+// trade places). Where C writes FP32 partial sums (C::kSplitK), the k loop is cut into `splits`
+// chunks, the rank-4 problem's batches (A's and B's batch stride a chunk's length), the
+// partials at the workspace's start and CUTLASS's own workspace after them, and sum_partials
+// adds them into d; otherwise one batch of the whole k.
 template <class C>
 static cudaError_t run(const void* a, const void* b, void* d, int m, int n, int k, cudaStream_t stream) {
   using Gemm = typename C::Gemm;
@@ -228,20 +250,23 @@ static cudaError_t run(const void* a, const void* b, void* d, int m, int n, int 
   using Element = typename Gemm::ElementA;
   using ProblemShape = typename Kernel::ProblemShape;
   using Tile = typename Kernel::TileShape;
-  const int splits = C::kSplitK ? split_count(m, n, k, cute::size<0>(Tile{}), cute::size<1>(Tile{}), sm_count()) : 1;
+  const int rows = C::kSwapped ? n : m, cols = C::kSwapped ? m : n;  // the kernel's M and N
+  const void* first = C::kSwapped ? b : a;
+  const void* second = C::kSwapped ? a : b;
+  const int splits = C::kSplitK ? split_count(rows, cols, k, cute::size<0>(Tile{}), cute::size<1>(Tile{}), sm_count()) : 1;
   const int chunk = k / splits;
   const int64_t mn = int64_t(m) * n;
   ProblemShape problem;
-  if constexpr (cute::rank(ProblemShape{}) == 3) problem = ProblemShape{m, n, k};
-  else problem = ProblemShape{m, n, chunk, splits};
-  const int64_t batch_a = C::kSplitK ? chunk : int64_t(m) * k, batch_b = C::kSplitK ? chunk : int64_t(n) * k;
+  if constexpr (cute::rank(ProblemShape{}) == 3) problem = ProblemShape{rows, cols, k};
+  else problem = ProblemShape{rows, cols, chunk, splits};
+  const int64_t batch_a = C::kSplitK ? chunk : int64_t(rows) * k, batch_b = C::kSplitK ? chunk : int64_t(cols) * k;
   typename Kernel::StrideA sa = cute::make_stride(int64_t(k), cute::Int<1>{}, batch_a);
   typename Kernel::StrideB sb = cute::make_stride(int64_t(k), cute::Int<1>{}, batch_b);
-  typename Kernel::StrideC sc = cute::make_stride(int64_t(n), cute::Int<1>{}, mn);
-  typename Kernel::StrideD sd = cute::make_stride(int64_t(n), cute::Int<1>{}, mn);
+  const auto sc = output_stride<typename Kernel::StrideC>(n, mn);
+  const auto sd = output_stride<typename Kernel::StrideD>(n, mn);
   typename Gemm::Arguments args{
       cutlass::gemm::GemmUniversalMode::kGemm, problem,
-      {static_cast<const Element*>(a), sa, static_cast<const Element*>(b), sb},
+      {static_cast<const Element*>(first), sa, static_cast<const Element*>(second), sb},
       {{1.0f, 0.0f}, nullptr, sc, nullptr, sd}};
   args.hw_info.sm_count = sm_count();
   Raster::apply(args.scheduler);

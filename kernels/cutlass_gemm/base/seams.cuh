@@ -52,6 +52,7 @@ using Tile128x128 = cute::Shape<cute::_128, cute::_128, cute::_64>;
 using Tile64x64 = cute::Shape<cute::_64, cute::_64, cute::_64>;
 using Tile128x64 = cute::Shape<cute::_128, cute::_64, cute::_64>;   // candidates of a tuning build (GEMM_FORCE)
 using Tile64x32 = cute::Shape<cute::_64, cute::_32, cute::_64>;
+using Tile64x16 = cute::Shape<cute::_64, cute::_16, cute::_64>;
 using Tile64x128 = cute::Shape<cute::_64, cute::_128, cute::_64>;
 using Tile256x128 = cute::Shape<cute::_256, cute::_128, cute::_64>;
 using Tile128x192 = cute::Shape<cute::_128, cute::_192, cute::_64>;
