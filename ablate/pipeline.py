@@ -53,7 +53,7 @@ def run_job(job) -> Result:
     if why := not_applicable(job.variant, base, var):
         params["not_applicable"] = "equal machine code"
         return Result("not_applicable", params, artifacts=artifacts, error=why)
-    if why := over_limits(job.variant, var, info):
+    if why := over_limits(job.variant, var, info) or (job.variant.pathologies and cannot_fit(var, info, job.plugin.spec, job.shape)):
         params["not_applicable"] = "cannot launch"
         return Result("not_applicable", params, artifacts=artifacts, error=why)
     params["mode"] = effective_mode(job.mode, job.plugin)
@@ -108,14 +108,47 @@ def over_limits(variant, var, info) -> str | None:
     return None
 
 
-def cannot_launch(variant, var, spec) -> str | None:
-    """over_limits of a built variant, its variant info read only where it is a tunable's
-    neighbour (the one kind over_limits judges): why it cannot launch, or None."""
-    if not tuned_only(variant) or not var.ok:
+def cannot_fit(var, info, spec, shape) -> str | None:
+    """Why the kernel instance `shape` launches in a pathology's build cannot launch at all: one
+    block of it needs more registers, shared memory or threads than an SM holds (ptxas's
+    registers and static shared memory for that instance, the variant info's threads and dynamic
+    shared memory, judged by ablate.build.occupancy). None where it fits, and where the spec does
+    not say which instance the shape launches (static.launched). Asked of pathologies' builds
+    only: the base's failing is every job's failure, not a pathology's inapplicability. A pathology that drops __launch_bounds__ can leave ptxas free to take more
+    registers than the SM has: cutlass_gemm's 128x192 ping-pong instances, 218 a thread under
+    384 threads (nvcc 13.0; cudaErrorLaunchOutOfResources on the H100)."""
+    from ablate.build.occupancy import arch_limits, occupancy
+
+    found = launched_instance(var, info, spec, shape)
+    if found is None:
+        return None
+    k, config = found
+    threads, regs = int(config.get("threads") or 0), int(k["registers"])
+    smem = int(k["smem_bytes"]) + int(config.get("smem_bytes") or 0)
+    try:
+        limits, fits = arch_limits(str(var.arch)), occupancy(str(var.arch), threads, regs, smem) if threads else None
+    except ValueError:
+        return None
+    if fits is None or fits["blocks"]:
+        return None
+    need = {"registers": f"{threads} threads at {regs} registers a thread (ptxas), more than the "
+                         f"{limits.regs_per_block} registers a block may hold",
+            "shared_memory": f"{smem} bytes of shared memory a block, the arch allows {limits.smem_per_block}",
+            "warps": f"{threads} threads a block, the arch allows {limits.max_threads_per_block}"}
+    return (f"not applicable: the instance this shape runs ({config.get('name')}) cannot launch on {var.arch} "
+            f"in this build: {need[fits['limited_by']]}")
+
+
+def cannot_launch(variant, var, spec, shape=None) -> str | None:
+    """over_limits of a built variant (its variant info read only where it is a tunable's
+    neighbour, the one kind over_limits judges), and, at `shape`, cannot_fit: why it cannot
+    launch, or None."""
+    if not (tuned_only(variant) or shape is not None and variant.pathologies) or not var.ok:
         return None
     from ablate.build.library import variant_info
 
-    return over_limits(variant, var, variant_info(var.lib, spec, variant.pathologies))
+    info = variant_info(var.lib, spec, variant.pathologies)
+    return over_limits(variant, var, info) or (cannot_fit(var, info, spec, shape) if shape and variant.pathologies else None)
 
 
 def timed_wire(job, builds) -> dict | None:
@@ -129,7 +162,7 @@ def timed_wire(job, builds) -> dict | None:
         return None
     if not_applicable(job.variant, base, var) or effective_mode(job.mode, job.plugin) != "gpu":
         return None
-    if cannot_launch(job.variant, var, job.plugin.spec):  # a neighbour over the arch's limits: never timed
+    if cannot_launch(job.variant, var, job.plugin.spec, job.shape):  # over the arch's limits: never timed
         return None
     return job.wire(base.lib, var.lib)
 
@@ -235,19 +268,27 @@ def gpu_job(job, base, var, info) -> Result:
     return out
 
 
-def shape_metrics(build_result, info, spec, shape):
-    """regs, smem_bytes (static + dynamic) and spill_bytes of the kernel instance the shape
-    runs, as the kernel's spec picks it out (static.launched)."""
+def launched_instance(build_result, info, spec, shape):
+    """(ptxas's record, the variant info's config) of the one kernel instance the shape runs, as
+    the kernel's spec picks it out (static.launched), or None where the names do not say."""
     from ablate.build.static import config_of, launched
 
-    configs = info["configs"]
-    names = [name for name in build_result.ptxas["kernels"] if launched(spec, name, shape, configs)]
+    configs = info.get("configs") or []
+    kernels = (build_result.ptxas or {}).get("kernels", {})
+    names = [name for name in kernels if launched(spec, name, shape, configs)]
     if len(names) != 1:
-        return {}  # names that do not say: better no number than another instance's
-    k = build_result.ptxas["kernels"][names[0]]
+        return None  # names that do not say: better no number than another instance's
     config = next((c for c in configs if str(c["name"]) == config_of(spec, names[0], configs)), None)
-    if config is None:
+    return None if config is None else (kernels[names[0]], config)
+
+
+def shape_metrics(build_result, info, spec, shape):
+    """regs, smem_bytes (static + dynamic) and spill_bytes of the kernel instance the shape
+    runs (launched_instance)."""
+    found = launched_instance(build_result, info, spec, shape)
+    if found is None:
         return {}
+    k, config = found
     return {"regs": k["registers"], "smem_bytes": k["smem_bytes"] + int(config["smem_bytes"]),
             "spill_bytes": k["spill_store_bytes"] + k["spill_load_bytes"]}
 

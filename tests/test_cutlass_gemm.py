@@ -6,6 +6,7 @@ library (built with every variant in conftest's session build), and the candidat
 measurement tool (tools/gemm_candidates.py) as far as it goes without a GPU."""
 import ctypes
 import importlib.util
+import re
 
 import pytest
 
@@ -187,6 +188,29 @@ def test_each_instance_is_one_configuration_and_a_shape_runs_one(built_kernels):
     assert metrics["fp16_large.sass.hgmma"] != metrics["fp16_skinny.sass.hgmma"]
     assert metrics["fp16_streamk_n64.sass.instructions"] > metrics["fp16_large.sass.instructions"]  # the fix-up
     assert all(c["threads"] == 384 for c in info["configs"])
+
+
+def test_an_instance_that_cannot_launch_in_a_pathologys_build_is_not_run_where_it_would(built_kernels):
+    """no_launch_bounds leaves ptxas free to give the n192_1x2 instances more registers than 384
+    threads may hold (218 with nvcc 13.0; cudaErrorLaunchOutOfResources on the H100): the general
+    rule (pipeline.cannot_fit) finds it from the build, so neither a sweep nor the sanitizer runs
+    that build where n192_1x2 runs; the base's instances all fit."""
+    from ablate.pipeline import cannot_fit
+    from ablate.tools import sanitize
+
+    results = built_kernels["cutlass_gemm"].results
+    base, var = results["none"], results["no_launch_bounds"]
+    plugin = plugins.load("cutlass_gemm")
+    shapes = [SPEC.validate_shape(dict(s)) for s in SPEC.SANITIZE_SHAPES]
+    configs = [SPEC.choice(s) for s in shapes]
+    skipped = sanitize.not_run_at(plugin, "no_launch_bounds", shapes, var)
+    assert sorted(skipped) == [i for i, c in enumerate(configs) if c == "n192_1x2"] != []
+    for why in skipped.values():
+        regs = int(re.search(r"384 threads at (\d+) registers a thread \(ptxas\)", why).group(1))
+        assert regs * 384 > 65536 and "_n192_1x2)" in why, why
+    info = Kernel(base.lib).info()
+    assert [cannot_fit(base, info, SPEC, s) for s in shapes] == [None] * len(shapes)
+    assert sanitize.not_run_at(plugin, "two_stages", shapes, results["two_stages"]) == {}
 
 
 def test_the_kernel_compiles_the_table_spec_choice_reads(built_kernels):

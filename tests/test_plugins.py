@@ -227,17 +227,14 @@ def test_the_sanitizer_reports_a_drivers_exception_not_its_frames():
 
 
 def test_the_sanitizer_runs_a_pathology_at_no_shape_the_spec_says_it_does_not_apply_at():
-    """cutlass_gemm's no_launch_bounds cannot launch its n192_1x2 instances (218 registers a
-    thread under 384 threads: cudaErrorLaunchOutOfResources, the sanitizer's one 'error' on the
-    H100); a seam of the large configuration alone has the base's code elsewhere."""
+    """A seam of cutlass_gemm's large configuration alone has the base's code where another
+    configuration runs (an instance that cannot launch in its build: test_cutlass_gemm)."""
     from ablate.tools import sanitize
 
     plugin, _, _ = plugins.tool_kernel("cutlass_gemm", [], [])
     shapes = [plugin.spec.validate_shape(dict(s)) for s in plugin.spec.SANITIZE_SHAPES]
     configs = [plugin.spec.choice(s) for s in shapes]
-    skipped = sanitize.not_run_at(plugin, "no_launch_bounds", shapes)
-    assert sorted(skipped) == [i for i, c in enumerate(configs) if c == "n192_1x2"] != []
-    assert all("218 registers" in why for why in skipped.values())
+    assert sanitize.not_run_at(plugin, "no_launch_bounds", shapes) == {}  # the spec's answer alone: it applies
     assert sorted(sanitize.not_run_at(plugin, "cluster_2x1", shapes)) == [i for i, c in enumerate(configs) if c != "large"]
     assert sanitize.not_run_at(plugin, "none", shapes) == {} == sanitize.not_run_at(plugin, "two_stages", shapes)
 

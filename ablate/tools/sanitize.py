@@ -206,14 +206,25 @@ def build_pathologies(plugin, names, overrides=(), kernel_path=()):
     return cfg, results, declared
 
 
-def not_run_at(plugin, name, shapes):
-    """{index: why} of the shapes where the kernel's spec says pathology `name` does not apply
-    (spec.not_applicable): not run there, as a sweep runs no job there (the base runs everywhere)."""
+def not_run_at(plugin, name, shapes, build=None):
+    """{index: why} of the shapes where pathology `name` is not run, as a sweep runs no job there
+    (the base runs everywhere): the kernel's spec says it does not apply (spec.not_applicable),
+    or the instance the shape runs cannot launch in the pathology's `build` (pipeline.cannot_fit:
+    more registers, shared memory or threads a block than an SM holds)."""
+    from ablate.build.library import variant_info
     from ablate.job.job import not_applicable_at
+    from ablate.pipeline import cannot_fit
 
     if name == "none":
         return {}
-    return {i: why for i, shape in enumerate(shapes) if (why := not_applicable_at(plugin, [name], shape).get(name))}
+    info = variant_info(build.lib, plugin.spec, (name,)) if build is not None else None
+    why = {}
+    for i, shape in enumerate(shapes):
+        if reason := not_applicable_at(plugin, [name], shape).get(name):
+            why[i] = reason
+        elif info is not None and (reason := cannot_fit(build, info, plugin.spec, shape)):
+            why[i] = reason.removeprefix("not applicable: ")
+    return why
 
 
 def sanitize_one(sanitizer, tool, lib, kernel_dir, case, timeout_s):
@@ -325,7 +336,7 @@ def run(args):
                     for tool in tools:
                         results[name][tool].append(("build", [f"build failed: see {b.log_path}"]))
                     continue
-                why = not_run_at(plugin, name, shapes)
+                why = not_run_at(plugin, name, shapes, b)
                 skipped += [(name, plugin.label(shapes[i]), w) for i, w in why.items()]
                 for tool in tools:
                     for i, (shape, folder, _) in cases.items():

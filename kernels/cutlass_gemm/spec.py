@@ -184,22 +184,12 @@ def _seam(pathology):
     return (yaml.safe_load(path.read_text()).get(pathology) or {}).get("seam")
 
 
-# Generic pathologies a configuration cannot run, and why (measured): not applicable at the
-# shapes that run it.
-CANNOT_RUN = {("no_launch_bounds", "n192_1x2"): (
-    "without __launch_bounds__(384, 1) ptxas gives the n192_1x2 instances 218 registers a thread "
-    "(each consumer warpgroup holds a 128x192 FP32 accumulator tile); 384 x 218 is more than the "
-    "SM's 65536, so every launch fails with cudaErrorLaunchOutOfResources (nvcc 13.0; compute-"
-    "sanitizer on the H100, 2026-11-26)")}
-
-
 def not_applicable(pathology, shape):
     """Why `pathology` does not apply at `shape`: its seam does not reach the configuration the
-    shape runs (that configuration's code is the base's), or the configuration cannot run it
-    (CANNOT_RUN); None where it applies."""
+    shape runs (that configuration's code is the base's); None where it applies. (A build whose
+    instance cannot launch at all, as no_launch_bounds' n192_1x2 with 218 registers a thread
+    under 384 threads, ablate finds from the build itself: pipeline.cannot_fit.)"""
     seam, config = _seam(pathology), choice(shape)
-    if (pathology, config) in CANNOT_RUN:
-        return CANNOT_RUN[(pathology, config)]
     if seam is None or seam in SEAMS_OF[config]:
         return None
     return (f"the {seam} seam it replaces is the large configuration's; {label(shape)} runs the "
