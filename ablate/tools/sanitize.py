@@ -363,7 +363,7 @@ def run(args):
     for name, why in declared.items():
         print(f"not run: {name}, which kernel {plugin.name} declares not applicable: {why}")
     for name, label, why in skipped:
-        print(f"not run: {name} at {label}, where the kernel's spec says it does not apply: {why}")
+        print(f"not run: {name} at {label}, where it does not apply: {why}")
     return exit_status(checked, bad)
 
 
