@@ -111,11 +111,13 @@ PEERS = {"torch_matmul": _matmul}
 # and swap_n32 (d^T = b a^T, Operands::ba, as cuBLAS's kernels at m <= 64: 64x16 and 64x32 tiles
 # on 1x2 clusters multicasting the weight; 0.76 and 0.63 of cuBLAS at m = 32, where skinny reads
 # 0.85: 128 blocks as cuBLAS's, but twice its L2 sectors, DRAM at 48% of its peak against 62%;
-# "The fifth session").
+# "The fifth session"), and n144 (ping-pong 128x144, no cluster: one wave of 132 tiles at
+# m = 1500, n = 1496, as cuBLAS's 128x136 makes; 0.44 there against wide's 0.60 and large's 0.47,
+# with CuTe's 64x144 wgmma; its epilogue works in 16-column pieces where the others' take 32).
 
 CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 5, "streamk_n64": 6,
               "wide": 7, "large_1x2": 8, "large_2x2": 9, "n192": 10, "n192_1x2": 11, "n192_2x1": 12,
-              "skinny_splitk": 13, "swap_n16": 14, "swap_n32": 15}
+              "skinny_splitk": 13, "swap_n16": 14, "swap_n32": 15, "n144": 16}
 FORCE_MACRO = "ABLATE_GEMM_FORCE"
 CHOICE_FILE = Path(__file__).parent / "base" / "choice.def"
 ROWS = ("any", "off_line")  # the table's rows column (base/cutlass_gemm.cu's Rows)

@@ -34,6 +34,13 @@
 // scheduler and their MMA atom, which spec.config_of reads from the kernel name.
 #include "ablate_gemm.h"
 
+// CuTe's wgmma selector takes the largest N dividing the tile's N from 256, 192, 128, 96, 64, ...
+// unless this is defined, when it takes any multiple of 8: without it a 128x144 tile ran nine
+// 64x16 wgmma a k step where one 64x144 does the work (6.4 M instructions against large's
+// 1.9 M, ncu; docs/benchmarks.md, "The fifth session"). The tiles of 8 * 2^i wide pick the
+// same atoms either way.
+#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -164,8 +171,9 @@ GEMM_CANDIDATE(12,    n192_2x1,    Tile128x192,      TallCluster,  PingPong,    
 GEMM_CANDIDATE(13,    skinny_splitk, Tile64x128,     Cluster1x1,   PingPong,    DataParallel, Rank4, float)
 GEMM_CANDIDATE(14,    swap_n16,    Tile64x16,        WideCluster,  PingPong,    DataParallel, Rank4, E, Operands::ba)
 GEMM_CANDIDATE(15,    swap_n32,    Tile64x32,        WideCluster,  PingPong,    DataParallel, Rank4, E, Operands::ba)
+GEMM_CANDIDATE(16,    n144,        Tile128x144,      Cluster1x1,   PingPong,    DataParallel, Rank3)
 #undef GEMM_CANDIDATE
-enum CandidateIndex { large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk, swap_n16, swap_n32 };
+enum CandidateIndex { large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk, swap_n16, swap_n32, n144 };
 
 // The workspace a configuration asks for (stream-K's partial sums and tile locks; none for the
 // data-parallel scheduler), which the ABI has no argument for: one buffer per process, grown

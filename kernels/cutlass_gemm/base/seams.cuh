@@ -56,6 +56,7 @@ using Tile64x16 = cute::Shape<cute::_64, cute::_16, cute::_64>;
 using Tile64x128 = cute::Shape<cute::_64, cute::_128, cute::_64>;
 using Tile256x128 = cute::Shape<cute::_256, cute::_128, cute::_64>;
 using Tile128x192 = cute::Shape<cute::_128, cute::_192, cute::_64>;
+using Tile128x144 = cute::Shape<cute::_128, cute::Int<144>, cute::_64>;
 
 // Tile schedulers.
 using StreamK = cutlass::gemm::StreamKScheduler;
