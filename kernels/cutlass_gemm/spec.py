@@ -113,11 +113,14 @@ PEERS = {"torch_matmul": _matmul}
 # 0.85: 128 blocks as cuBLAS's, but twice its L2 sectors, DRAM at 48% of its peak against 62%;
 # "The fifth session"), and n144 (ping-pong 128x144, no cluster: one wave of 132 tiles at
 # m = 1500, n = 1496, as cuBLAS's 128x136 makes; 0.44 there against wide's 0.60 and large's 0.47,
-# with CuTe's 64x144 wgmma; its epilogue works in 16-column pieces where the others' take 32).
+# with CuTe's 64x144 wgmma; its epilogue works in 16-column pieces where the others' take 32),
+# and n128_2x1 (skinny_n128's 64x128 tile on a 2x1 cluster multicasting B, the tile and cluster
+# cuBLAS runs at m = 1000, n = k = 1000: 0.93 there against large's 0.84, but 0.34 at m = 600,
+# n = 1504, k = 2056, where large reads 0.51; one run, not yet a row).
 
 CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 5, "streamk_n64": 6,
               "wide": 7, "large_1x2": 8, "large_2x2": 9, "n192": 10, "n192_1x2": 11, "n192_2x1": 12,
-              "skinny_splitk": 13, "swap_n16": 14, "swap_n32": 15, "n144": 16}
+              "skinny_splitk": 13, "swap_n16": 14, "swap_n32": 15, "n144": 16, "n128_2x1": 17}
 FORCE_MACRO = "ABLATE_GEMM_FORCE"
 CHOICE_FILE = Path(__file__).parent / "base" / "choice.def"
 ROWS = ("any", "off_line")  # the table's rows column (base/cutlass_gemm.cu's Rows)
