@@ -147,7 +147,10 @@ def cannot_launch(variant, var, spec, shape=None) -> str | None:
         return None
     from ablate.build.library import variant_info
 
-    info = variant_info(var.lib, spec, variant.pathologies)
+    try:
+        info = variant_info(var.lib, spec, variant.pathologies)
+    except (OSError, ValueError):
+        return None  # a library that cannot say: run_job reads it again, and says why
     return over_limits(variant, var, info) or (cannot_fit(var, info, spec, shape) if shape and variant.pathologies else None)
 
 
@@ -274,7 +277,7 @@ def launched_instance(build_result, info, spec, shape):
     from ablate.build.static import config_of, launched
 
     configs = info.get("configs") or []
-    kernels = (build_result.ptxas or {}).get("kernels", {})
+    kernels = (getattr(build_result, "ptxas", None) or {}).get("kernels", {})
     names = [name for name in kernels if launched(spec, name, shape, configs)]
     if len(names) != 1:
         return None  # names that do not say: better no number than another instance's
