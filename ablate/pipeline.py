@@ -53,7 +53,7 @@ def run_job(job) -> Result:
     if why := not_applicable(job.variant, base, var):
         params["not_applicable"] = "equal machine code"
         return Result("not_applicable", params, artifacts=artifacts, error=why)
-    if why := over_limits(job.variant, var, info) or (job.variant.pathologies and cannot_fit(var, info, job.plugin.spec, job.shape)):
+    if why := beyond_the_arch(job.variant, var, info, job.plugin.spec, job.shape):
         params["not_applicable"] = "cannot launch"
         return Result("not_applicable", params, artifacts=artifacts, error=why)
     params["mode"] = effective_mode(job.mode, job.plugin)
@@ -114,22 +114,23 @@ def cannot_fit(var, info, spec, shape) -> str | None:
     registers and static shared memory for that instance, the variant info's threads and dynamic
     shared memory, judged by ablate.build.occupancy). None where it fits, and where the spec does
     not say which instance the shape launches (static.launched). Asked of pathologies' builds
-    only: the base's failing is every job's failure, not a pathology's inapplicability. A pathology that drops __launch_bounds__ can leave ptxas free to take more
-    registers than the SM has: cutlass_gemm's 128x192 ping-pong instances, 218 a thread under
+    only: the base's failing is every job's failure, not a pathology's inapplicability. A
+    pathology that drops __launch_bounds__ can leave ptxas free to take more registers than the
+    SM has: cutlass_gemm's 128x192 ping-pong instances, 218 a thread under
     384 threads (nvcc 13.0; cudaErrorLaunchOutOfResources on the H100)."""
     from ablate.build.occupancy import arch_limits, occupancy
 
     found = launched_instance(var, info, spec, shape)
-    if found is None:
+    if found is None or not int(found[1].get("threads") or 0):
         return None
     k, config = found
-    threads, regs = int(config.get("threads") or 0), int(k["registers"])
+    threads, regs = int(config["threads"]), int(k["registers"])
     smem = int(k["smem_bytes"]) + int(config.get("smem_bytes") or 0)
     try:
-        limits, fits = arch_limits(str(var.arch)), occupancy(str(var.arch), threads, regs, smem) if threads else None
+        limits, fits = arch_limits(str(var.arch)), occupancy(str(var.arch), threads, regs, smem)
     except ValueError:
         return None
-    if fits is None or fits["blocks"]:
+    if fits["blocks"]:
         return None
     need = {"registers": f"{threads} threads at {regs} registers a thread (ptxas), more than the "
                          f"{limits.regs_per_block} registers a block may hold",
@@ -139,10 +140,18 @@ def cannot_fit(var, info, spec, shape) -> str | None:
             f"in this build: {need[fits['limited_by']]}")
 
 
+def beyond_the_arch(variant, var, info, spec, shape=None) -> str | None:
+    """Why a built variant cannot launch, or None: a tunable's neighbour over the arch's limits
+    in any config (over_limits), or a pathology's build whose instance at `shape` does not fit
+    an SM (cannot_fit)."""
+    if why := over_limits(variant, var, info):
+        return why
+    return cannot_fit(var, info, spec, shape) if shape is not None and variant.pathologies else None
+
+
 def cannot_launch(variant, var, spec, shape=None) -> str | None:
-    """over_limits of a built variant (its variant info read only where it is a tunable's
-    neighbour, the one kind over_limits judges), and, at `shape`, cannot_fit: why it cannot
-    launch, or None."""
+    """beyond_the_arch of a built variant, its variant info read only where there is something
+    to judge (a tunable's neighbour, or a pathology's build at a shape)."""
     if not (tuned_only(variant) or shape is not None and variant.pathologies) or not var.ok:
         return None
     from ablate.build.library import variant_info
@@ -151,7 +160,7 @@ def cannot_launch(variant, var, spec, shape=None) -> str | None:
         info = variant_info(var.lib, spec, variant.pathologies)
     except (OSError, ValueError):
         return None  # a library that cannot say: run_job reads it again, and says why
-    return over_limits(variant, var, info) or (cannot_fit(var, info, spec, shape) if shape and variant.pathologies else None)
+    return beyond_the_arch(variant, var, info, spec, shape)
 
 
 def timed_wire(job, builds) -> dict | None:
