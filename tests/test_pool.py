@@ -87,11 +87,17 @@ def test_a_fault_or_a_hang_on_one_gpu_leaves_the_other_timing(two_gpus, plant):
     assert ready() == [True, True]
     bad = job("bad", timeout_s=3.0, do=plant)  # first in the queue, the rest after it
     good = [job(t, s=0.1) for t in "abcdef"]
+    pids = {w.gpu.index: w.pid for w in pool._pool.workers}
     worker.plan_ahead([bad, *good])
     # which GPU took it: the first child with room (GPU 0 where both had said hello when the
-    # queue was dispatched; under load CI once saw GPU 1 take it), the other is the one that goes on
-    (bad_w,) = [w for w in pool._pool.workers if any(s is bad for s in w.sent)]
-    bad_gpu, first_pid = bad_w.gpu.index, bad_w.pid
+    # queue was dispatched; under load CI once saw GPU 1 take it), the other is the one that goes on.
+    # A fault may be answered within plan_ahead already (CI twice, under xdist): its child then
+    # left `sent` empty and a fresh one took its place, and the answer waits in `done`.
+    took = [w for w in pool._pool.workers if any(s is bad for s in w.sent)]
+    took += [w for w, _ in pool._pool.done.get(pool.spec_key(bad), [])]
+    (bad_w,) = took
+    bad_gpu = bad_w.gpu.index
+    first_pid = pids[bad_gpu]
     other_gpu = ({"0", "1"} - {bad_gpu}).pop()
     out = worker.run_worker(bad, 3.0)
     when = time.time()
