@@ -95,31 +95,38 @@ def test_wave_efficiency_counts_the_last_wave_whole():
     (16, 14336, 4096, "skinny_n128"), (1, 4360, 1032, "skinny_n128"),  # m <= 16 otherwise
     (17, 4096, 1000, "skinny"), (64, 4096, 4096, "skinny"), (128, 4096, 1000, "skinny"),  # m <= 128
     (200, 1000, 1000, "skinny"), (129, 8, 8, "skinny"),  # m <= 256 with the last wave at most a quarter busy
-    (256, 4096, 1000, "streamk_n64"), (129, 128 * 66, 4096, "streamk_n64"),  # m <= 256 otherwise
-    # rows on 128-byte lines (k a multiple of 64): large at every wave efficiency
-    (1000, 1000, 1024, "large"), (1500, 1496, 1024, "large"), (3000, 3000, 1088, "large"),
-    (4096, 4096, 4096, "large"), (8192, 14336, 4096, "large"), (257, 4096, 64, "large"),
+    (256, 4096, 4096, "skinny_n128"), (129, 128 * 33, 64, "skinny_n128"),  # m <= 256 up to half a wave, rows on lines
+    (256, 4096, 1000, "large"),  # the same, rows off 128-byte lines
+    (129, 128 * 66, 4096, "large"), (256, 14336, 4096, "large"), (256, 14336, 1000, "large"),  # m <= 256, over half
+    # m > 256, rows on lines, up to half a wave: skinny_n128 where n <= 1024, else large
+    (512, 1024, 4096, "skinny_n128"), (1000, 1000, 1024, "skinny_n128"), (257, 8, 64, "skinny_n128"),
+    (512, 1032, 4096, "large"), (600, 1504, 2048, "large"), (1000, 1000, 1000, "large"),
+    # rows on lines, over half a wave: large
+    (1500, 1496, 1024, "large"), (3000, 3000, 1088, "large"), (2048, 1024, 4096, "large"),
+    (4096, 4096, 4096, "large"), (8192, 14336, 4096, "large"), (257, 4096 * 9, 64, "large"),
     # rows off lines, by the wave efficiency of 128x128 tiles
     (1000, 1000, 1000, "large"),  # 48%
     (1500, 1496, 1000, "wide"), (777, 5000, 2056, "wide"),  # 54%, 70%
     (3000, 3000, 1000, "n192_1x2"), (5000, 3000, 1032, "n192_1x2"), (3072, 3072, 1056, "n192_1x2"),  # 87-90%
     (2048, 2048, 1000, "wide"), (4096, 4096, 4104, "wide"), (6000, 6000, 1000, "wide")])  # 96-98%
-def test_the_table_chooses_by_m_the_wave_efficiency_and_the_rows(m, n, k, want):
+def test_the_table_chooses_by_m_n_the_wave_efficiency_and_the_rows(m, n, k, want):
     assert SPEC.choice({"m": m, "n": n, "k": k, "dtype": "fp16"}) == want
 
 
 def test_the_choice_follows_the_sm_count():
-    shape = {"m": 200, "n": 1000, "k": 1000, "dtype": "fp16"}  # 16 tiles: 12% of 132 SMs, 50% of 32
-    assert SPEC.choice(shape, sms=132) == "skinny" and SPEC.choice(shape, sms=32) == "streamk_n64"
+    shape = {"m": 200, "n": 1000, "k": 1024, "dtype": "fp16"}  # 16 tiles: 12% of 132 SMs, 50% of 32, 25% of 64
+    assert [SPEC.choice(shape, sms=s) for s in (132, 64, 32, 16)] == ["skinny", "skinny", "skinny_n128", "large"]
 
 
 @pytest.mark.parametrize("text, error", [
-    ("GEMM_CHOICE(skinny, 128, 100, any)\n", r"the last row must hold at every shape"),
-    ("GEMM_CHOICE(wide, 0, 100, off_line)\n", r"the last row must hold at every shape"),
-    ("GEMM_CHOICE(huge, 0, 100, any)\n", r"row 'GEMM_CHOICE\(huge, 0, 100, any\)' names 'huge', not one of large, skinny"),
-    ("GEMM_CHOICE(wide, 0, 100, odd)\nGEMM_CHOICE(large, 0, 100, any)\n",
-     r"row 'GEMM_CHOICE\(wide, 0, 100, odd\)': rows must be one of any, off_line, got 'odd'"),
-    ("GEMM_CHOICE(large, 0, 100)\n", r"cannot read the row 'GEMM_CHOICE\(large, 0, 100\)'"),
+    ("GEMM_CHOICE(skinny, 128, 0, 100, any)\n", r"the last row must hold at every shape"),
+    ("GEMM_CHOICE(wide, 0, 0, 100, off_line)\n", r"the last row must hold at every shape"),
+    ("GEMM_CHOICE(large, 0, 1024, 100, any)\n", r"the last row must hold at every shape"),
+    ("GEMM_CHOICE(huge, 0, 0, 100, any)\n", r"row 'GEMM_CHOICE\(huge, 0, 0, 100, any\)' names 'huge', not one of large, skinny"),
+    ("GEMM_CHOICE(wide, 0, 0, 100, odd)\nGEMM_CHOICE(large, 0, 0, 100, any)\n",
+     r"row 'GEMM_CHOICE\(wide, 0, 0, 100, odd\)': rows must be one of any, off_line, got 'odd'"),
+    ("GEMM_CHOICE(large, 0, 100, any)\n", r"cannot read the row 'GEMM_CHOICE\(large, 0, 100, any\)' "
+     r"\(GEMM_CHOICE\(name, max_m, max_n, max_efficiency, rows\)\)"),
     ("// nothing\n", r"the last row must hold at every shape .*no rows")])
 def test_a_bad_table_is_refused_naming_the_file_and_row(text, error):
     with pytest.raises(ValueError, match=rf"choice.def: {error}"):
@@ -127,17 +134,19 @@ def test_a_bad_table_is_refused_naming_the_file_and_row(text, error):
 
 
 def test_a_table_row_reaches_the_choice():
-    rows = SPEC.choice_table("GEMM_CHOICE(skinny_n32, 32, 100, any)\nGEMM_CHOICE(skinny, 128, 100, any)\n"
-                             "GEMM_CHOICE(wide, 0, 100, off_line)\nGEMM_CHOICE(large, 0, 100, any)\n")
-    assert [SPEC.choice({"m": m, "n": 4096, "k": k}, table=rows) for m, k in ((16, 8), (33, 8), (1000, 1024), (1000, 1000))] \
-        == ["skinny_n32", "skinny", "large", "wide"]
+    rows = SPEC.choice_table("GEMM_CHOICE(skinny_n32, 32, 0, 100, any)\nGEMM_CHOICE(skinny, 128, 0, 100, any)\n"
+                             "GEMM_CHOICE(n192, 0, 2048, 100, any)\n"
+                             "GEMM_CHOICE(wide, 0, 0, 100, off_line)\nGEMM_CHOICE(large, 0, 0, 100, any)\n")
+    assert [SPEC.choice({"m": m, "n": n, "k": k}, table=rows)
+            for m, n, k in ((16, 4096, 8), (33, 4096, 8), (1000, 2048, 1024), (1000, 2056, 1024), (1000, 4096, 1000))] \
+        == ["skinny_n32", "skinny", "n192", "large", "wide"]
 
 
 @pytest.mark.parametrize("pathology, shape, config", [
     ("cooperative", "decode_m64", "skinny"), ("cluster_2x1", "decode_m32_n4k", "skinny"),
     ("tile_64x64", "decode_m128_n4k_bf16", "skinny"), ("cooperative", "decode_m1_n4k", "skinny_splitk"),
     ("tile_64x64", "decode_m16_n14k", "skinny_n128"),
-    ("cluster_2x1", "decode_m256_n4k", "streamk_n64"), ("tile_64x64", "odd_m200_n1000_k1000", "skinny"),
+    ("cluster_2x1", "decode_m256_n4k", "skinny_n128"), ("tile_64x64", "odd_m200_n1000_k1000", "skinny"),
     ("cooperative", "odd_m777_n5000_k2056", "wide"), ("cluster_2x1", "odd_m3000_n3000_k1000", "n192_1x2"),
     ("tile_64x64", "rows_m4096_k4104", "wide")])
 def test_a_seam_of_the_large_configuration_does_not_apply_where_another_runs(pathology, shape, config):
@@ -175,7 +184,8 @@ def test_each_instance_is_one_configuration_and_a_shape_runs_one(built_kernels):
                         ({"m": 1, "n": 4096, "k": 8, "dtype": "fp16"}, "fp16_skinny_splitk"),
                         ({"m": 16, "n": 4096, "k": 4096, "dtype": "bf16"}, "bf16_skinny_splitk"),
                         ({"m": 1, "n": 14336, "k": 8, "dtype": "fp16"}, "fp16_skinny_n128"),
-                        ({"m": 256, "n": 4096, "k": 8, "dtype": "fp16"}, "fp16_streamk_n64"),
+                        ({"m": 256, "n": 4096, "k": 64, "dtype": "fp16"}, "fp16_skinny_n128"),
+                        ({"m": 256, "n": 4096, "k": 8, "dtype": "fp16"}, "fp16_large"),
                         ({"m": 1000, "n": 1000, "k": 1000, "dtype": "bf16"}, "bf16_large"),
                         ({"m": 4096, "n": 4096, "k": 64, "dtype": "fp16"}, "fp16_large"),
                         ({"m": 4096, "n": 4096, "k": 8, "dtype": "fp16"}, "fp16_wide"),
@@ -186,7 +196,6 @@ def test_each_instance_is_one_configuration_and_a_shape_runs_one(built_kernels):
     # the configurations differ where the base says they do (static metrics per config)
     metrics = static.static_metrics(base, SPEC, info)
     assert metrics["fp16_large.sass.hgmma"] != metrics["fp16_skinny.sass.hgmma"]
-    assert metrics["fp16_streamk_n64.sass.instructions"] > metrics["fp16_large.sass.instructions"]  # the fix-up
     assert all(c["threads"] == 384 for c in info["configs"])
 
 

@@ -2,8 +2,8 @@
 the base and every pathology of its own against the spec's reference, outputs poisoned with
 NaN before every launch, both dtypes, m, n, k off every tile size (odd m; n and k multiples
 of 8, as TMA requires), every configuration of the table (base/choice.def: skinny_splitk,
-skinny_n128, skinny, streamk_n64, large, wide, n192_1x2: each case says which it runs); launches on a side stream and in a CUDA graph; and the
-refusals: n or k not a multiple of 8, by the shape's validation (naming the field) and by
+skinny_n128, skinny, large, wide, n192_1x2: each case says which it runs); launches on a side
+stream and in a CUDA graph; and the refusals: n or k not a multiple of 8, by the shape's validation (naming the field) and by
 the ABI (cudaErrorInvalidValue, nothing written)."""
 import zlib
 
@@ -25,8 +25,9 @@ PATHOLOGIES = ["none"] + sorted(p for p in GEMM.options("pathology")
 CASES = [(1, 8, 8), (16, 4096, 4096), (5, 1000, 1000),  # skinny_splitk (1, 4 and 5 chunks of k)
          (9, 4360, 1032),  # skinny_n128 (m <= 16, 35 tiles of 64x128)
          (37, 200, 1032), (64, 4096, 4096), (127, 1000, 72), (128, 136, 4104), (129, 264, 328),  # skinny
-         (200, 2200, 328), (256, 4096, 520),  # streamk_n64 (m <= 256, 128x128 tiles fill over 25% of the wave)
+         (200, 2200, 320), (256, 4096, 576), (513, 1000, 1088),  # skinny_n128 (m <= 256, or n <= 1024; rows on lines)
          (331, 1000, 1000), (1289, 1416, 320), (2049, 4104, 512),  # large (rows off 128-byte lines, or on)
+         (200, 2200, 328), (250, 9000, 320),  # large (m <= 256: rows off lines, or over half a wave)
          (999, 1032, 2056), (1289, 1416, 328),  # wide (rows off lines, 54% and 100% of the wave)
          (2049, 4104, 520), (1400, 1400, 1000)]  # n192_1x2 (rows off lines, 85% and 91%)
 

@@ -72,14 +72,15 @@ def label(shape):
 # (base/choice.def; tests/test_cutlass_gemm.py holds that every one is reached) with m, n, k off
 # every tile size (odd m; n, k multiples of 8 only): skinny_splitk in FP16 (m = 9, 3 tiles: k =
 # 1032 in 3 chunks of 344, none a multiple of the 64-element k step), skinny_n128 in BF16 (35
-# tiles: 26%), skinny (m <= 128) with a long k, streamk_n64 (m = 200: 36 tiles of 128x128 on 132 SMs) in both dtypes; with rows
-# off 128-byte lines (k = 328), large (m = 331: 9 tiles), wide (m = 1289: 132 tiles, one whole
-# wave) and n192_1x2 (m = n = 1400: 121 tiles, 91%); large at a whole wave with rows on lines (k = 320).
+# tiles: 26%), skinny (m <= 128) with a long k, skinny_n128 at m = 200 (36 tiles of 128x128 on
+# 132 SMs, 27%; rows on 128-byte lines, k = 320) in both dtypes; with rows off lines (k = 328),
+# large (m = 331: 9 tiles), wide (m = 1289: 132 tiles, one whole wave) and n192_1x2 (m = n =
+# 1400: 121 tiles, 91%); large at a whole wave with rows on lines (k = 320).
 SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
                    {"m": 9, "n": 4360, "k": 1032, "dtype": "bf16"},
                    {"m": 37, "n": 200, "k": 1032, "dtype": "fp16"},
-                   {"m": 200, "n": 2200, "k": 328, "dtype": "fp16"},
-                   {"m": 200, "n": 2200, "k": 328, "dtype": "bf16"},
+                   {"m": 200, "n": 2200, "k": 320, "dtype": "fp16"},
+                   {"m": 200, "n": 2200, "k": 320, "dtype": "bf16"},
                    {"m": 331, "n": 264, "k": 328, "dtype": "bf16"},
                    {"m": 1289, "n": 1416, "k": 328, "dtype": "fp16"},
                    {"m": 1400, "n": 1400, "k": 328, "dtype": "bf16"},
@@ -115,8 +116,11 @@ PEERS = {"torch_matmul": _matmul}
 # m = 1500, n = 1496, as cuBLAS's 128x136 makes; 0.44 there against wide's 0.60 and large's 0.47,
 # with CuTe's 64x144 wgmma; its epilogue works in 16-column pieces where the others' take 32),
 # and n128_2x1 (skinny_n128's 64x128 tile on a 2x1 cluster multicasting B, the tile and cluster
-# cuBLAS runs at m = 1000, n = k = 1000: 0.93 there against large's 0.84, but 0.34 at m = 600,
-# n = 1504, k = 2056, where large reads 0.51; one run, not yet a row).
+# cuBLAS runs at m = 1000, n = k = 1000: 0.91-0.94 there against large's 0.83-0.88, but 0.22-0.47
+# at n = 1280-2048 where large reads 0.49-0.86, and not told apart from large by config_of yet;
+# "The sixth session"), streamk_n64 (the row at m = 129-256 above 25% until the sixth session:
+# 0.35-0.94 there, below skinny_n128 or large at every shape measured; 0.31-0.92 at m = 384-1024)
+# and streamk (its fix-up costs more than the idle SMs it fills: base/choice.def).
 
 CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 5, "streamk_n64": 6,
               "wide": 7, "large_1x2": 8, "large_2x2": 9, "n192": 10, "n192_1x2": 11, "n192_2x1": 12,
@@ -124,7 +128,7 @@ CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n1
 FORCE_MACRO = "ABLATE_GEMM_FORCE"
 CHOICE_FILE = Path(__file__).parent / "base" / "choice.def"
 ROWS = ("any", "off_line")  # the table's rows column (base/cutlass_gemm.cu's Rows)
-_ROW = re.compile(r"^GEMM_CHOICE\((\w+),\s*(\d+),\s*(\d+),\s*(\w+)\)[ \t]*$", re.M)
+_ROW = re.compile(r"^GEMM_CHOICE\((\w+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\w+)\)[ \t]*$", re.M)
 # The seams each configuration takes (base/cutlass_gemm.cu's Candidate): large all, the others
 # have their own tile, cluster and schedule. A pathology whose seam does not reach the
 # configuration a shape runs is not applicable at that shape (not_applicable).
@@ -134,8 +138,8 @@ SEAMS_OF = {name: SEAMS if name == "large" else ("mainloop", "stages", "epilogue
 
 
 def choice_table(text=None):
-    """[(configuration, m at most or 0, wave efficiency at most in %, rows)] of base/choice.def
-    (or of `text`); ValueError naming the file and the row at fault."""
+    """[(configuration, m at most or 0, n at most or 0, wave efficiency at most in %, rows)] of
+    base/choice.def (or of `text`); ValueError naming the file and the row at fault."""
     text = CHOICE_FILE.read_text() if text is None else text
     rows = []
     for line in text.splitlines():
@@ -144,15 +148,16 @@ def choice_table(text=None):
         match = _ROW.match(line)
         if match is None:
             raise ValueError(f"{CHOICE_FILE}: cannot read the row {line!r} "
-                             "(GEMM_CHOICE(name, max_m, max_efficiency, rows))")
-        name, max_m, efficiency, lines = match.group(1), int(match.group(2)), int(match.group(3)), match.group(4)
+                             "(GEMM_CHOICE(name, max_m, max_n, max_efficiency, rows))")
+        name, lines = match.group(1), match.group(5)
+        max_m, max_n, efficiency = (int(match.group(i)) for i in (2, 3, 4))
         if name not in CANDIDATES:
             raise ValueError(f"{CHOICE_FILE}: row {line!r} names {name!r}, not one of {', '.join(CANDIDATES)}")
         if lines not in ROWS:
             raise ValueError(f"{CHOICE_FILE}: row {line!r}: rows must be one of {', '.join(ROWS)}, got {lines!r}")
-        rows.append((name, max_m, efficiency, lines))
-    if not rows or rows[-1][1:] != (0, 100, "any"):
-        raise ValueError(f"{CHOICE_FILE}: the last row must hold at every shape (GEMM_CHOICE(name, 0, 100, any)), "
+        rows.append((name, max_m, max_n, efficiency, lines))
+    if not rows or rows[-1][1:] != (0, 0, 100, "any"):
+        raise ValueError(f"{CHOICE_FILE}: the last row must hold at every shape (GEMM_CHOICE(name, 0, 0, 100, any)), "
                          f"got {rows[-1] if rows else 'no rows'}")
     return rows
 
@@ -172,11 +177,13 @@ def off_line(k):
 
 def choice(shape, sms=SMS, table=None):
     """The configuration `shape` runs on a GPU of `sms` SMs: the first row of the table whose
-    bounds hold (m at most max_m, 0 for any; the wave efficiency at most max_efficiency; rows
-    off 128-byte lines where the row says off_line)."""
-    m, efficiency, off = shape["m"], wave_efficiency(shape["m"], shape["n"], sms), off_line(shape["k"])
-    for name, max_m, max_efficiency, rows in choice_table() if table is None else table:
-        if (max_m == 0 or m <= max_m) and efficiency <= max_efficiency and (rows == "any" or off):
+    bounds hold (m at most max_m and n at most max_n, 0 for any; the wave efficiency at most
+    max_efficiency; rows off 128-byte lines where the row says off_line)."""
+    m, n, off = shape["m"], shape["n"], off_line(shape["k"])
+    efficiency = wave_efficiency(m, n, sms)
+    for name, max_m, max_n, max_efficiency, rows in choice_table() if table is None else table:
+        if ((max_m == 0 or m <= max_m) and (max_n == 0 or n <= max_n) and efficiency <= max_efficiency
+                and (rows == "any" or off)):
             return name
     raise ValueError(f"{CHOICE_FILE}: no row holds at {label(shape)}")
 

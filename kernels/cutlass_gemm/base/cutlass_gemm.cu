@@ -315,15 +315,16 @@ enum class Rows { any, off_line };
 static_assert(sizeof(cutlass::half_t) == 2 && sizeof(cutlass::bfloat16_t) == 2, "rows of 2-byte elements");
 static bool off_line(int k) { return int64_t(k) * 2 % 128 != 0; }
 
-static bool holds(int max_m, int max_efficiency, Rows rows, int m, int efficiency, int k) {
-  return (max_m == 0 || m <= max_m) && efficiency <= max_efficiency && (rows == Rows::any || off_line(k));
+static bool holds(int max_m, int max_n, int max_efficiency, Rows rows, int m, int n, int efficiency, int k) {
+  return (max_m == 0 || m <= max_m) && (max_n == 0 || n <= max_n) && efficiency <= max_efficiency &&
+         (rows == Rows::any || off_line(k));
 }
 
 // The configuration a shape runs: the first row of base/choice.def whose bounds hold.
 static const char* choice(int m, int n, int k, int sms) {
   const int e = wave_efficiency(m, n, sms);
-#define GEMM_CHOICE(config, max_m, max_efficiency, rows) \
-  if (holds(max_m, max_efficiency, Rows::rows, m, e, k)) return Candidate<config, cutlass::half_t>::name;
+#define GEMM_CHOICE(config, max_m, max_n, max_efficiency, rows) \
+  if (holds(max_m, max_n, max_efficiency, Rows::rows, m, n, e, k)) return Candidate<config, cutlass::half_t>::name;
 #include "choice.def"
 #undef GEMM_CHOICE
   return nullptr;  // a table whose last row does not hold everywhere (spec.choice refuses it)
@@ -335,8 +336,9 @@ static cudaError_t dispatch(const void* a, const void* b, void* d, int m, int n,
   return run<typename Candidate<ABLATE_GEMM_FORCE, Element>::type>(a, b, d, m, n, k, stream);
 #else
   const int e = wave_efficiency(m, n, sm_count());
-#define GEMM_CHOICE(config, max_m, max_efficiency, rows) \
-  if (holds(max_m, max_efficiency, Rows::rows, m, e, k)) return run<typename Candidate<config, Element>::type>(a, b, d, m, n, k, stream);
+#define GEMM_CHOICE(config, max_m, max_n, max_efficiency, rows) \
+  if (holds(max_m, max_n, max_efficiency, Rows::rows, m, n, e, k)) \
+    return run<typename Candidate<config, Element>::type>(a, b, d, m, n, k, stream);
 #include "choice.def"
 #undef GEMM_CHOICE
   return cudaErrorInvalidValue;
@@ -362,7 +364,7 @@ static void configs_json(const char* dtype, std::string& out) {
 #if ABLATE_GEMM_FORCE
   add(config_json<ABLATE_GEMM_FORCE, Element>(dtype));
 #else
-#define GEMM_CHOICE(config, max_m, max_efficiency, rows) add(config_json<config, Element>(dtype));
+#define GEMM_CHOICE(config, max_m, max_n, max_efficiency, rows) add(config_json<config, Element>(dtype));
 #include "choice.def"
 #undef GEMM_CHOICE
 #endif
