@@ -119,8 +119,8 @@ PEERS = {"torch_matmul": _matmul}
 # cuBLAS runs at m = 1000, n = k = 1000: 0.91-0.94 there against large's 0.83-0.88, but 0.22-0.47
 # at n = 1280-2048 where large reads 0.49-0.86, and not told apart from large by config_of yet;
 # "The sixth session"), streamk_n64 (the row at m = 129-256 above 25% until the sixth session:
-# 0.35-0.94 there, below skinny_n128 or large at every shape measured, but at decode_m256_n4k in
-# the two runs of seven where skinny_n128 read 0.81-0.82; 0.31-0.92 at m = 384-1024)
+# 0.35-0.96 there, below skinny_n128 or large at every shape measured, but at decode_m256_n4k in
+# the five processes of thirteen where skinny_n128 read 0.81-0.92; 0.31-0.92 at m = 384-1024)
 # and streamk (its fix-up costs more than the idle SMs it fills: base/choice.def).
 
 CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 5, "streamk_n64": 6,
