@@ -26,8 +26,8 @@ def run_job(job) -> Result:
                                       for p, why in job.opted_out.items()))
     try:
         builds = build(job.variants, job.build, job.plugin, ROOT)
-    except BuildError as e:
-        return Result("build_failed", error=str(e))
+    except BuildError as e:  # no build could start (nvcc missing): no base either
+        return Result("build_failed", {"failed_side": "base"}, error=str(e))
     base, var = builds[job.base.name], builds[job.variant.name]
     params = {"kernel": job.kernel, "shape_label": job.plugin.label(job.shape),
               "nvcc": nvcc_release(str(job.build.nvcc)), "arch": base.arch}
@@ -39,6 +39,7 @@ def run_job(job) -> Result:
                 params["not_applicable"] = "does not compile"
                 return Result("not_applicable", params, artifacts={"build.log": b.log},
                               error=f"not applicable: this neighbour does not compile: {error}")
+            params["failed_side"] = who  # ablate/sweep/outcome.py reads it
             return Result("build_failed", params, artifacts={"build.log": b.log}, error=error)
     if getattr(job.plugin.spec, "META_FROM", None) == "autotune":  # which config of the autotuner is the base
         params["base_meta"] = json.dumps(job.base.base_meta or job.plugin.spec.META, sort_keys=True)

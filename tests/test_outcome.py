@@ -27,19 +27,20 @@ def run_app(tmp_path, *args, build_dir=None, prelude=""):
                           text=True, timeout=1200)
 
 
-def mark(status, *, base=False, error=None, result=True, shape="s512"):
+def mark(status, *, base=False, error=None, side=None, result=True, shape="s512"):
     return {"status": status, "summary": f"{status} {error or ''}", "shape": shape, "result": result,
-            "base_failed": outcome.base_failed(base, status, error)}
+            "base_failed": outcome.base_failed(base, status, {"failed_side": side} if side else {})}
 
 
 def test_only_variants_failing_is_a_result_and_a_failing_base_is_not():
     marks = [mark("static", base=True), mark("crashed", error="CUDA error"),
-             mark("incorrect", error="variant failed the correctness gate: rel err 1.0"),
-             mark("build_failed", error="the variant (p) failed to build: error")]
+             mark("incorrect", error="variant failed the correctness gate: rel err 1.0", side="variant"),
+             mark("build_failed", error="the variant (p) failed to build: error", side="variant")]
     assert outcome.verdict(marks, len(marks)) is None
     for failed in (mark("crashed", base=True), mark("incorrect", base=True), mark("build_failed", base=True),
-                   mark("incorrect", error="base failed the correctness gate: rel err 1.0"),
-                   mark("build_failed", error="nvcc cannot be run")):  # no build started: no base either
+                   mark("incorrect", error="base failed the correctness gate: rel err 1.0", side="base"),
+                   mark("incorrect", error="both failed", side="base,variant"),
+                   mark("build_failed", error="the base (none) failed to build: error", side="base")):
         line = outcome.verdict([*marks, {**failed, "shape": "s4k"}], len(marks) + 1)
         assert line.startswith("the base failed at s4k") and "\n" not in line, line
     assert outcome.verdict([mark("crashed", result=False), {"status": "failed", "summary": "job 1 failed"}], 2) \
@@ -62,14 +63,45 @@ def test_a_failed_base_build_in_a_variants_job_is_said_to_be_the_bases(monkeypat
     monkeypatch.setattr(compile_mod, "build", lambda *a, **k: {job.base.name: failed("none"),
                                                                job.variant.name: failed("scalar_loads")})
     out = pipeline.run_job(job)
-    assert out.status == "build_failed" and outcome.base_failed(False, out.status, out.error), out.error
+    assert out.status == "build_failed" and out.params["failed_side"] == "base", out.error
+    assert outcome.base_failed(False, out.status, out.params) and out.error.startswith("the base (none)")
+    monkeypatch.setattr(compile_mod, "build", lambda *a, **k: {job.base.name: SimpleNamespace(ok=True, arch="sm_90"),
+                                                               job.variant.name: failed("scalar_loads")})
+    out = pipeline.run_job(job)
+    assert out.status == "build_failed" and out.params["failed_side"] == "variant", out.error
+    assert not outcome.base_failed(False, out.status, out.params)
 
 
-def test_the_gpu_gate_says_which_side_failed():
-    """The worker's incorrect result names the base when the base failed its gate: the text
-    outcome.base_failed reads."""
-    text = (ROOT / "ablate" / "gpu" / "measure.py").read_text()
-    assert 'f"{who} failed the correctness gate: ' in text and '(("base", base), ("variant", variant))' in text
+def test_a_build_that_cannot_start_is_the_bases_failure(monkeypatch):
+    from ablate import pipeline
+    from ablate.build import compile as compile_mod
+    from ablate.job import plugins
+    from ablate.job.job import make_job
+
+    job = make_job(plugins.compose("attention", ["pathology=scalar_loads", "shape=s512"]))
+
+    def cannot(*a, **k):
+        raise compile_mod.BuildError("nvcc cannot be run")
+    monkeypatch.setattr(compile_mod, "build", cannot)
+    out = pipeline.run_job(job)
+    assert out.status == "build_failed" and outcome.base_failed(False, out.status, out.params), out
+
+
+@pytest.mark.parametrize("ok, side", [((True, True), None), ((False, True), "base"), ((True, False), "variant"),
+                                      ((False, False), "base,variant")])
+def test_the_gpu_gate_says_which_side_failed(ok, side):
+    """The worker's incorrect result names the sides that failed their gate in the param
+    outcome.base_failed reads, and the error names each."""
+    from ablate.gpu.measure import gate_failure
+
+    checks = {who: {"ok": good, "error": f"rel err of the {who}"} for who, good in zip(("base", "variant"), ok)}
+    failed = gate_failure(checks)
+    if side is None:
+        assert failed is None
+        return
+    assert failed[0] == side
+    assert failed[1] == "; ".join(f"{who} failed the correctness gate: rel err of the {who}" for who in side.split(","))
+    assert outcome.base_failed(False, "incorrect", {"failed_side": failed[0]}) == ("base" in side)
 
 
 def test_a_sweep_whose_base_fails_exits_non_zero_with_one_line(tmp_path):

@@ -164,6 +164,7 @@ def test_sweep_with_a_faulting_and_a_wrong_variant(tmp_path, build_dir):
     wrong = jobs["wrong"]
     assert wrong.data.tags["status"] == "incorrect"
     assert "variant failed the correctness gate" in wrong.data.tags["error"]
+    assert wrong.data.params["failed_side"] == "variant"  # what the run's exit status reads (sweep/outcome.py)
     assert wrong.data.metrics["rel_err"] > 2e-3 and wrong.data.metrics["base_rel_err"] < 2e-3
     assert "variant_us" not in wrong.data.metrics  # never timed
 

@@ -100,6 +100,16 @@ def _replicates(kspec, base, variant, shape, bench, spec, n_sets, device):
             "launches": launches, "skipped": skipped, "reused": reused}
 
 
+def gate_failure(checks):
+    """Who failed the correctness gate, of {"base": check, "variant": check}: (the sides,
+    comma-joined in that order: the param `failed_side` ablate/sweep/outcome.py reads; the
+    error naming each), or None where both passed."""
+    failed = [who for who, c in checks.items() if not c["ok"]]
+    if not failed:
+        return None
+    return ",".join(failed), "; ".join(f"{who} failed the correctness gate: {checks[who]['error']}" for who in failed)
+
+
 def gpu_job(spec):
     """Check base and variant, then time base, variant and the kernel's peers side by side."""
     import numpy as np
@@ -140,9 +150,9 @@ def gpu_job(spec):
               for who, k in (("base", base), ("variant", variant))}
     metrics = {"rel_err": checks["variant"]["rel_err"], "base_rel_err": checks["base"]["rel_err"],
                "tolerance": kspec.tolerance(shape) if tolerance is None else tolerance}
-    failed = [f"{who} failed the correctness gate: {c['error']}" for who, c in checks.items() if not c["ok"]]
-    if failed:
-        return Result("incorrect", params, metrics, artifacts, "; ".join(failed))
+    if failed := gate_failure(checks):
+        params["failed_side"], error = failed
+        return Result("incorrect", params, metrics, artifacts, error)
 
     n_sets = timing.input_set_count(bench["l2"], props.L2_cache_size, kspec.bytes_moved(shape))
     timed = _replicates(kspec, base, variant, shape, bench, spec, n_sets, device)

@@ -7,9 +7,9 @@ job checks and times it beside the variant), so a job's record says whether the 
 there (`base_failed`):
 - the job's variant is the base (`none`, or a calibration's null variant) and it ended
   build_failed, crashed, timeout or incorrect;
-- or its error says the base failed: its build (`the base (none) failed to build`, from
-  ablate/pipeline.py; a build that could not start at all, nvcc missing, builds no base
-  either) or its correctness gate (`base failed the correctness gate`, ablate/gpu/measure.py).
+- or its param `failed_side` names the base: its build failed (ablate/pipeline.py; a build
+  that could not start at all, nvcc missing, builds no base either) or its correctness gate
+  did (ablate/gpu/measure.py, gate_failure).
 A crash of the GPU child while it runs a variant's job is the variant's: the child runs both,
 and the `none` job at that shape says whether the base crashes alone.
 
@@ -26,22 +26,17 @@ BASE_FAILURES = ("build_failed", "crashed", "timeout", "incorrect")
 _failure: list[str] = []  # this process's run: why it failed, once decided
 
 
-def base_failed(is_base: bool, status: str, error: str | None) -> bool:
+def base_failed(is_base: bool, status: str, params: dict) -> bool:
     """Whether a job's record says the base failed at its shape (the module's rules)."""
     if status not in BASE_FAILURES:
         return False
-    if is_base:
-        return True
-    error = error or ""
-    if status == "build_failed":
-        return not error.startswith("the variant (")  # the base's build, or no build at all
-    return "base failed the correctness gate" in error
+    return is_base or "base" in str(params.get("failed_side", "")).split(",")
 
 
 def fields(job, out, raised: bool) -> dict:
     """What a job's mark says of the run's outcome: whether it produced a result, whether the
     base failed, at which shape."""
-    return {"result": not raised, "base_failed": base_failed(job.variant.is_base, out.status, out.error),
+    return {"result": not raised, "base_failed": base_failed(job.variant.is_base, out.status, out.params),
             "shape": job.shape_name}
 
 
