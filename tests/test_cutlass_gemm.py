@@ -325,3 +325,28 @@ def test_a_wide_instance_is_told_from_large_by_its_256_row_tile():
                    "MMA_64x128x16_F32F16F16_SS"
     assert SPEC.config_of(wide, configs) == "fp16_wide"
     assert SPEC.config_of(large, configs) == "fp16_large"
+
+
+def test_n128_2x1_is_told_from_large_by_its_64_row_tile_in_either_spelling():
+    """Both are rank-3 data-parallel instances with a 64x128 atom, on 2x1 clusters where large
+    runs under cluster_2x1; the tile after the kernel schedule differs (64 against 128 rows),
+    mangled as the builds print it and demangled where c++filt takes the name."""
+    head = "_ZN7cutlass13device_kernelINS_4gemm6kernel13GemmUniversalIN4cute5tupleIJiiiEEENS1_10collective13CollectiveMmaINS1_"
+    configs = [{"name": "bf16_large"}, {"name": "bf16_n128_2x1"}]
+    tall = head + "KernelTmaWarpSpecializedPingpongEEENS5_IJNSA_ILi64EEENSA_ILi128EEESF_EEENS_10bfloat16_tE" \
+                  "MMA_64x128x16_F32BF16BF16_SS"
+    large = head + "KernelTmaWarpSpecializedPingpongEEENS5_IJNSA_ILi128EEESF_NSA_ILi64EEEEEENS_10bfloat16_tE" \
+                   "MMA_64x128x16_F32BF16BF16_SS"
+    cp_async = head + "KernelCpAsyncWarpSpecializedPingpongEEENS5_IJNSA_ILi64EEENSA_ILi128EEESF_EEENS_10bfloat16_tE" \
+                      "MMA_64x128x16_F32BF16BF16_SS"
+    readable = ("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int>, "
+                "cutlass::gemm::collective::CollectiveMma<cutlass::gemm::MainloopSm90TmaGmmaWarpSpecialized<9, "
+                "cute::tuple<cute::C<2>, cute::C<1>, cute::C<1> >, cutlass::gemm::KernelTmaWarpSpecializedPingpong>, "
+                "cute::tuple<cute::C<{}>, cute::C<128>, cute::C<64> >, cutlass::bfloat16_t, "
+                "cute::TiledMMA<cute::MMA_Atom<cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<")
+    assert SPEC.config_of(tall, configs) == "bf16_n128_2x1"
+    assert SPEC.config_of(cp_async, configs) == "bf16_n128_2x1"
+    assert SPEC.config_of(large, configs) == "bf16_large"
+    assert SPEC.config_of(readable.format(64), configs) == "bf16_n128_2x1"
+    assert SPEC.config_of(readable.format(128), configs) == "bf16_large"
+    assert SPEC.config_of(readable.format(96), configs) is None  # a tile no configuration has: unknown

@@ -125,7 +125,8 @@ PEERS = {"torch_matmul": _matmul}
 
 CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 5, "streamk_n64": 6,
               "wide": 7, "large_1x2": 8, "large_2x2": 9, "n192": 10, "n192_1x2": 11, "n192_2x1": 12,
-              "skinny_splitk": 13, "swap_n16": 14, "swap_n32": 15, "n144": 16, "n128_2x1": 17}
+              "skinny_splitk": 13, "swap_n16": 14, "swap_n32": 15, "n144": 16, "n128_2x1": 17,
+              "n320": 18, "n160": 19}
 FORCE_MACRO = "ABLATE_GEMM_FORCE"
 CHOICE_FILE = Path(__file__).parent / "base" / "choice.def"
 ROWS = ("any", "off_line")  # the table's rows column (base/cutlass_gemm.cu's Rows)
@@ -214,19 +215,22 @@ def not_applicable(pathology, shape):
 # TileScheduler>>: large and the stream-K ones with a rank-3 problem shape
 # (cute::tuple<int, int, int>), the skinny ones with rank 4; the stream-K ones under
 # StreamKScheduler; the wgmma atom (MMA_64x<N>x16_F32F16F16 or _F32BF16BF16) names the tile's N
-# and the element type. Large is the rank-3 data-parallel instance, whatever tile the tile seam
-# gives it (64 or 128 rows), wide the one with 256-row tiles, n192_1x2 the one whose atom is
-# 64x192. Names come demangled where c++filt is on the PATH, mangled otherwise
-# (tupleIJiiiEE / tupleIJiiiiEE): both are read.
+# and the element type. Among the rank-3 data-parallel instances with a 64x128 atom, the tile's M
+# (the tile shape follows the kernel schedule, ...Pingpong or ...Cooperative, in every instance
+# the builds make, cp_async's included) tells wide (256 rows) and n128_2x1 (64) from large (128;
+# large's tile seam gives it 64x64, whose atom is 64x64); n192_1x2 is the one whose atom is
+# 64x192. Names come demangled where c++filt takes them, mangled otherwise (tupleIJiiiEE /
+# tupleIJiiiiEE, ILi128E for C<128>): both are read.
 _RANK = {"cute::tuple<int, int, int>,": 3, "tupleIJiiiEE": 3, "cute::tuple<int, int, int, int>": 4,
          "tupleIJiiiiEE": 4}
 _MMA = re.compile(r"MMA_64x(\d+)x16_F32(BF16|F16)")
-_WIDE_TILE = re.compile(r"C<256>|ILi256E")  # no other instance's name holds a 256 (checked on the builds)
+_TILE_M = re.compile(r"(?:Pingpong|Cooperative)(?:EEENS\w*?_IJNS\w*?_ILi|>, cute::tuple<cute::C<)(\d+)")
+_TILE_M_NAMES = {"256": "wide", "128": "large", "64": "n128_2x1"}
 # skinny_splitk's GEMM writes FP32 (its epilogue's LinearCombination<float, ...>, mangled Iff;
 # the others write the element type), and its second kernel, gemm::sum_partials<Element>, adds them
 _FLOAT_OUT = re.compile(r"LinearCombination<float,|LinearCombinationIff")
 _SUM = re.compile(r"sum_partials.*?(bfloat16_t|half_t)")
-# (rank, stream-K, MMA N) of each configuration but large and wide
+# (rank, stream-K, MMA N) of each configuration but the rank-3 data-parallel ones with a 64x128 atom
 _SIGNATURE = {"skinny": (4, False, 64), "skinny_n32": (4, False, 32), "skinny_n128": (4, False, 128),
               "streamk": (3, True, 128), "streamk_n64": (3, True, 64), "n192_1x2": (3, False, 192)}
 
@@ -240,9 +244,12 @@ def _config(kernel_name):
         return None
     rank, streamk = ranks.pop(), "StreamKScheduler" in kernel_name
     dtype = {"F16": "fp16", "BF16": "bf16"}[next(iter(atoms))[1]]
-    if rank == 3 and not streamk and {n for n, _ in atoms} != {"192"}:
-        # large (whatever tile the tile seam gives it), or wide by its 256-row tile (C<256>, mangled ILi256E)
-        return f"{dtype}_wide" if _WIDE_TILE.search(kernel_name) else f"{dtype}_large"
+    if rank == 3 and not streamk and {n for n, _ in atoms} == {"64"}:
+        return f"{dtype}_large"  # large under tile_64x64
+    if rank == 3 and not streamk and {n for n, _ in atoms} == {"128"}:
+        tile_m = _TILE_M.search(kernel_name)
+        name = _TILE_M_NAMES.get(tile_m.group(1)) if tile_m else None
+        return None if name is None else f"{dtype}_{name}"
     if len(atoms) != 1:
         return None
     signature = (rank, streamk, int(next(iter(atoms))[0]))

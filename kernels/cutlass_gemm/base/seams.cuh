@@ -57,6 +57,8 @@ using Tile64x128 = cute::Shape<cute::_64, cute::_128, cute::_64>;
 using Tile256x128 = cute::Shape<cute::_256, cute::_128, cute::_64>;
 using Tile128x192 = cute::Shape<cute::_128, cute::_192, cute::_64>;
 using Tile128x144 = cute::Shape<cute::_128, cute::Int<144>, cute::_64>;
+using Tile128x160 = cute::Shape<cute::_128, cute::Int<160>, cute::_64>;  // 1496 / 160: 10 columns, 120 tiles at m = 1500
+using Tile128x320 = cute::Shape<cute::_128, cute::Int<320>, cute::_64>;  // 5000 / 320: 16 columns, 112 tiles at m = 777 (two 64x160 atoms)
 
 // Tile schedulers.
 using StreamK = cutlass::gemm::StreamKScheduler;
