@@ -74,14 +74,16 @@ def label(shape):
 # 1032 in 3 chunks of 344, none a multiple of the 64-element k step), skinny_n128 in BF16 (35
 # tiles: 26%), skinny (m <= 128) with a long k, skinny_n128 at m = 200 (36 tiles of 128x128 on
 # 132 SMs, 27%; rows on 128-byte lines, k = 320) in both dtypes; with rows off lines (k = 328),
-# large (m = 331: 9 tiles), wide (m = 1289: 132 tiles, one whole wave) and n192_1x2 (m = n =
+# large (m = 331, n = 1416: 36 tiles), n128_2x1 (m = 777, n = 1000: 13 rows of 64-row tiles, the
+# last cluster half outside m), wide (m = 1289: 132 tiles, one whole wave) and n192_1x2 (m = n =
 # 1400: 121 tiles, 91%); large at a whole wave with rows on lines (k = 320).
 SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
                    {"m": 9, "n": 4360, "k": 1032, "dtype": "bf16"},
                    {"m": 37, "n": 200, "k": 1032, "dtype": "fp16"},
                    {"m": 200, "n": 2200, "k": 320, "dtype": "fp16"},
                    {"m": 200, "n": 2200, "k": 320, "dtype": "bf16"},
-                   {"m": 331, "n": 264, "k": 328, "dtype": "bf16"},
+                   {"m": 331, "n": 1416, "k": 328, "dtype": "bf16"},
+                   {"m": 777, "n": 1000, "k": 328, "dtype": "fp16"},
                    {"m": 1289, "n": 1416, "k": 328, "dtype": "fp16"},
                    {"m": 1400, "n": 1400, "k": 328, "dtype": "bf16"},
                    {"m": 1289, "n": 1416, "k": 320, "dtype": "fp16"}]
