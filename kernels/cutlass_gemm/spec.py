@@ -128,7 +128,7 @@ PEERS = {"torch_matmul": _matmul}
 CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 5, "streamk_n64": 6,
               "wide": 7, "large_1x2": 8, "large_2x2": 9, "n192": 10, "n192_1x2": 11, "n192_2x1": 12,
               "skinny_splitk": 13, "swap_n16": 14, "swap_n32": 15, "n144": 16, "n128_2x1": 17,
-              "n320": 18, "n160": 19}
+              "n320": 18, "n160": 19, "n160_coop": 20}
 FORCE_MACRO = "ABLATE_GEMM_FORCE"
 CHOICE_FILE = Path(__file__).parent / "base" / "choice.def"
 ROWS = ("any", "off_line")  # the table's rows column (base/cutlass_gemm.cu's Rows)

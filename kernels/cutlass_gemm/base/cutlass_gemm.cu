@@ -175,8 +175,9 @@ GEMM_CANDIDATE(16,    n144,        Tile128x144,      Cluster1x1,   PingPong,    
 GEMM_CANDIDATE(17,    n128_2x1,    Tile64x128,       TallCluster,  PingPong,    DataParallel, Rank3)
 GEMM_CANDIDATE(18,    n320,        Tile128x320,      TallCluster,  Cooperative, DataParallel, Rank3)
 GEMM_CANDIDATE(19,    n160,        Tile128x160,      WideCluster,  PingPong,    DataParallel, Rank3)
+GEMM_CANDIDATE(20,    n160_coop,   Tile128x160,      WideCluster,  Cooperative, DataParallel, Rank3)
 #undef GEMM_CANDIDATE
-enum CandidateIndex { large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk, swap_n16, swap_n32, n144, n128_2x1, n320, n160 };
+enum CandidateIndex { large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk, swap_n16, swap_n32, n144, n128_2x1, n320, n160, n160_coop };
 
 // The workspace a configuration asks for (stream-K's partial sums and tile locks; none for the
 // data-parallel scheduler), which the ABI has no argument for: one buffer per process, grown
