@@ -111,7 +111,10 @@ def test_wave_efficiency_counts_the_last_wave_whole():
     (4096, 4096, 4096, "large"), (8192, 14336, 4096, "large"), (257, 4096 * 9, 64, "large"),
     # rows off lines, by the wave efficiency of 128x128 tiles
     (1000, 1000, 1000, "n128_2x1"), (1500, 512, 1000, "large"),  # 48%, 36%
-    (1500, 1496, 1000, "wide"), (777, 5000, 2056, "wide"),  # 54%, 70%
+    (1500, 1496, 1000, "wide"), (900, 3000, 1000, "wide"),  # 54%, 72%
+    # m <= 800 in the 51-80% band: n160_coop to m = 640, and to 800 where n > 3072; wide to 94%
+    (384, 3504, 1000, "n160_coop"), (640, 2560, 1000, "n160_coop"), (777, 5000, 2056, "n160_coop"),
+    (700, 3000, 2056, "wide"), (777, 3072, 1000, "wide"), (777, 4000, 1000, "wide"), (777, 5000, 2048, "large"),
     (3000, 3000, 1000, "n192_1x2"), (5000, 3000, 1032, "n192_1x2"), (3072, 3072, 1056, "n192_1x2"),  # 87-90%
     (2048, 2048, 1000, "wide"), (4096, 4096, 4104, "wide"), (6000, 6000, 1000, "wide")])  # 96-98%
 def test_the_table_chooses_by_m_n_the_wave_efficiency_and_the_rows(m, n, k, want):
@@ -152,7 +155,8 @@ def test_a_table_row_reaches_the_choice():
     ("tile_64x64", "decode_m128_n4k_bf16", "skinny"), ("cooperative", "decode_m1_n4k", "skinny_splitk"),
     ("tile_64x64", "decode_m16_n14k", "skinny_n128"),
     ("cluster_2x1", "decode_m256_n4k", "skinny_n128"), ("tile_64x64", "odd_m200_n1000_k1000", "skinny"),
-    ("cooperative", "odd_m777_n5000_k2056", "wide"), ("cluster_2x1", "odd_m3000_n3000_k1000", "n192_1x2"),
+    ("cooperative", "odd_m777_n5000_k2056", "n160_coop"), ("cluster_2x1", "odd_m3000_n3000_k1000", "n192_1x2"),
+    ("cooperative", "odd_m1500_n1496_k1000", "wide"),
     ("tile_64x64", "rows_m4096_k4104", "wide"), ("cluster_2x1", "odd_m1000_n1000_k1000", "n128_2x1")])
 def test_a_seam_of_the_large_configuration_does_not_apply_where_another_runs(pathology, shape, config):
     shape = shipped_shapes()[shape]
@@ -195,7 +199,8 @@ def test_each_instance_is_one_configuration_and_a_shape_runs_one(built_kernels):
                         ({"m": 1500, "n": 512, "k": 1000, "dtype": "bf16"}, "bf16_large"),
                         ({"m": 4096, "n": 4096, "k": 64, "dtype": "fp16"}, "fp16_large"),
                         ({"m": 4096, "n": 4096, "k": 8, "dtype": "fp16"}, "fp16_wide"),
-                        ({"m": 3000, "n": 3000, "k": 1000, "dtype": "bf16"}, "bf16_n192_1x2")):
+                        ({"m": 3000, "n": 3000, "k": 1000, "dtype": "bf16"}, "bf16_n192_1x2"),
+                        ({"m": 777, "n": 5000, "k": 2056, "dtype": "fp16"}, "fp16_n160_coop")):
         ran = [static.config_of(SPEC, k, info["configs"]) for k in instances
                if static.launched(SPEC, k, shape, info["configs"])]
         assert ran == [want]

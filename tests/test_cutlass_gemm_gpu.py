@@ -30,7 +30,8 @@ CASES = [(1, 8, 8), (16, 4096, 4096), (5, 1000, 1000),  # skinny_splitk (1, 4 an
          (641, 1000, 1000), (1000, 1000, 1000), (1023, 520, 328),  # n128_2x1 (m <= 1024, n <= 1024, rows off lines)
          (331, 1416, 1000), (1289, 1416, 320), (2049, 4104, 512),  # large (rows off 128-byte lines, or on)
          (200, 2200, 328), (250, 9000, 320),  # large (m <= 256: rows off lines, or over half a wave)
-         (999, 1032, 2056), (1289, 1416, 328),  # wide (rows off lines, 54% and 100% of the wave)
+         (601, 2504, 328), (777, 5000, 1000),  # n160_coop (rows off lines, m <= 800, 51-80%)
+         (999, 1032, 2056), (1289, 1416, 328), (777, 4000, 1000),  # wide (rows off lines, 54%, 100%, m <= 800 at 84%)
          (2049, 4104, 520), (1400, 1400, 1000)]  # n192_1x2 (rows off lines, 85% and 91%)
 
 pytestmark = pytest.mark.gpu

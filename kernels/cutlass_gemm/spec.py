@@ -75,7 +75,7 @@ def label(shape):
 # tiles: 26%), skinny (m <= 128) with a long k, skinny_n128 at m = 200 (36 tiles of 128x128 on
 # 132 SMs, 27%; rows on 128-byte lines, k = 320) in both dtypes; with rows off lines (k = 328),
 # large (m = 331, n = 1416: 36 tiles), n128_2x1 (m = 777, n = 1000: 13 rows of 64-row tiles, the
-# last cluster half outside m), wide (m = 1289: 132 tiles, one whole wave) and n192_1x2 (m = n =
+# last cluster half outside m), n160_coop (m = 601, n = 2504: 5 x 16 tiles of 128x160), wide (m = 1289: 132 tiles, one whole wave) and n192_1x2 (m = n =
 # 1400: 121 tiles, 91%); large at a whole wave with rows on lines (k = 320).
 SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
                    {"m": 9, "n": 4360, "k": 1032, "dtype": "bf16"},
@@ -84,6 +84,7 @@ SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
                    {"m": 200, "n": 2200, "k": 320, "dtype": "bf16"},
                    {"m": 331, "n": 1416, "k": 328, "dtype": "bf16"},
                    {"m": 777, "n": 1000, "k": 328, "dtype": "fp16"},
+                   {"m": 601, "n": 2504, "k": 328, "dtype": "bf16"},
                    {"m": 1289, "n": 1416, "k": 328, "dtype": "fp16"},
                    {"m": 1400, "n": 1400, "k": 328, "dtype": "bf16"},
                    {"m": 1289, "n": 1416, "k": 320, "dtype": "fp16"}]
@@ -220,8 +221,8 @@ def not_applicable(pathology, shape):
 # and the element type. Among the rank-3 data-parallel instances with a 64x128 atom, the tile's M
 # (the tile shape follows the kernel schedule, ...Pingpong or ...Cooperative, in every instance
 # the builds make, cp_async's included) tells wide (256 rows) and n128_2x1 (64) from large (128;
-# large's tile seam gives it 64x64, whose atom is 64x64); n192_1x2 is the one whose atom is
-# 64x192. Names come demangled where c++filt takes them, mangled otherwise (tupleIJiiiEE /
+# large's tile seam gives it 64x64, whose atom is 64x64); n192_1x2 and n160_coop are the ones whose
+# atoms are 64x192 and 64x160. Names come demangled where c++filt takes them, mangled otherwise (tupleIJiiiEE /
 # tupleIJiiiiEE, ILi128E for C<128>): both are read.
 _RANK = {"cute::tuple<int, int, int>,": 3, "tupleIJiiiEE": 3, "cute::tuple<int, int, int, int>": 4,
          "tupleIJiiiiEE": 4}
@@ -234,7 +235,8 @@ _FLOAT_OUT = re.compile(r"LinearCombination<float,|LinearCombinationIff")
 _SUM = re.compile(r"sum_partials.*?(bfloat16_t|half_t)")
 # (rank, stream-K, MMA N) of each configuration but the rank-3 data-parallel ones with a 64x128 atom
 _SIGNATURE = {"skinny": (4, False, 64), "skinny_n32": (4, False, 32), "skinny_n128": (4, False, 128),
-              "streamk": (3, True, 128), "streamk_n64": (3, True, 64), "n192_1x2": (3, False, 192)}
+              "streamk": (3, True, 128), "streamk_n64": (3, True, 64), "n192_1x2": (3, False, 192),
+              "n160_coop": (3, False, 160)}  # n160 (ping-pong) too: a tuning build only, never beside it
 
 
 def _config(kernel_name):
