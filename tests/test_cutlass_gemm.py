@@ -325,39 +325,28 @@ def test_split_k_instances_are_told_from_skinny_n128_by_their_fp32_output():
     assert not SPEC.launched(adder, shape, configs)  # the GEMM's resources are the shape's
 
 
-def test_a_wide_instance_is_told_from_large_by_its_256_row_tile():
-    """Both are rank-3 data-parallel instances with the same wgmma atom (64x128); the names below
-    are shortened from the H100 builds' (mangled, as cuobjdump prints them without c++filt)."""
-    head = "_ZN7cutlass13device_kernelINS_4gemm6kernel13GemmUniversalIN4cute5tupleIJiiiEEENS1_10collective13CollectiveMmaINS1_"
-    configs = [{"name": "fp16_large"}, {"name": "fp16_wide"}]
-    wide = head + "KernelTmaWarpSpecializedCooperativeEEENS5_IJNSA_ILi256EEENSA_ILi128EEENSA_ILi64EEEEEENS_6half_tE" \
-                  "MMA_64x128x16_F32F16F16_SS"
-    large = head + "KernelTmaWarpSpecializedPingpongEEENS5_IJNSA_ILi128EEENSA_ILi128EEENSA_ILi64EEEEEENS_6half_tE" \
-                   "MMA_64x128x16_F32F16F16_SS"
-    assert SPEC.config_of(wide, configs) == "fp16_wide"
-    assert SPEC.config_of(large, configs) == "fp16_large"
+_HEAD = "_ZN7cutlass13device_kernelINS_4gemm6kernel13GemmUniversalIN4cute5tupleIJiiiEEENS1_10collective13CollectiveMmaINS1_"
+_READABLE = ("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int>, "
+             "cutlass::gemm::collective::CollectiveMma<cutlass::gemm::MainloopSm90TmaGmmaWarpSpecialized<9, "
+             "cute::tuple<cute::C<2>, cute::C<1>, cute::C<1> >, cutlass::gemm::KernelTmaWarpSpecialized{schedule}>, "
+             "cute::tuple<cute::C<{m}>, cute::C<128>, cute::C<64> >, cutlass::half_t, "
+             "cute::TiledMMA<cute::MMA_Atom<cute::SM90::GMMA::MMA_64x128x16_F32F16F16_SS<")
 
 
-def test_n128_2x1_is_told_from_large_by_its_64_row_tile_in_either_spelling():
-    """Both are rank-3 data-parallel instances with a 64x128 atom, on 2x1 clusters where large
-    runs under cluster_2x1; the tile after the kernel schedule differs (64 against 128 rows),
-    mangled as the builds print it and demangled where c++filt takes the name."""
-    head = "_ZN7cutlass13device_kernelINS_4gemm6kernel13GemmUniversalIN4cute5tupleIJiiiEEENS1_10collective13CollectiveMmaINS1_"
-    configs = [{"name": "bf16_large"}, {"name": "bf16_n128_2x1"}]
-    tall = head + "KernelTmaWarpSpecializedPingpongEEENS5_IJNSA_ILi64EEENSA_ILi128EEESF_EEENS_10bfloat16_tE" \
-                  "MMA_64x128x16_F32BF16BF16_SS"
-    large = head + "KernelTmaWarpSpecializedPingpongEEENS5_IJNSA_ILi128EEESF_NSA_ILi64EEEEEENS_10bfloat16_tE" \
-                   "MMA_64x128x16_F32BF16BF16_SS"
-    cp_async = head + "KernelCpAsyncWarpSpecializedPingpongEEENS5_IJNSA_ILi64EEENSA_ILi128EEESF_EEENS_10bfloat16_tE" \
-                      "MMA_64x128x16_F32BF16BF16_SS"
-    readable = ("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int>, "
-                "cutlass::gemm::collective::CollectiveMma<cutlass::gemm::MainloopSm90TmaGmmaWarpSpecialized<9, "
-                "cute::tuple<cute::C<2>, cute::C<1>, cute::C<1> >, cutlass::gemm::KernelTmaWarpSpecializedPingpong>, "
-                "cute::tuple<cute::C<{}>, cute::C<128>, cute::C<64> >, cutlass::bfloat16_t, "
-                "cute::TiledMMA<cute::MMA_Atom<cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<")
-    assert SPEC.config_of(tall, configs) == "bf16_n128_2x1"
-    assert SPEC.config_of(cp_async, configs) == "bf16_n128_2x1"
-    assert SPEC.config_of(large, configs) == "bf16_large"
-    assert SPEC.config_of(readable.format(64), configs) == "bf16_n128_2x1"
-    assert SPEC.config_of(readable.format(128), configs) == "bf16_large"
-    assert SPEC.config_of(readable.format(96), configs) is None  # a tile no configuration has: unknown
+@pytest.mark.parametrize("name, want", [
+    # mangled, shortened from the H100 builds' (as cuobjdump prints them without c++filt)
+    (_HEAD + "KernelTmaWarpSpecializedCooperativeEEENS5_IJNSA_ILi256EEENSA_ILi128EEENSA_ILi64EEEEEENS_6half_tE", "fp16_wide"),
+    (_HEAD + "KernelTmaWarpSpecializedPingpongEEENS5_IJNSA_ILi128EEESF_NSA_ILi64EEEEEENS_6half_tE", "fp16_large"),
+    (_HEAD + "KernelTmaWarpSpecializedPingpongEEENS5_IJNSA_ILi64EEENSA_ILi128EEESF_EEENS_6half_tE", "fp16_n128_2x1"),
+    (_HEAD + "KernelCpAsyncWarpSpecializedPingpongEEENS5_IJNSA_ILi64EEENSA_ILi128EEESF_EEENS_6half_tE", "fp16_n128_2x1"),
+    # demangled, where c++filt takes the name
+    (_READABLE.format(schedule="Pingpong", m=64), "fp16_n128_2x1"),
+    (_READABLE.format(schedule="Pingpong", m=128), "fp16_large"),
+    (_READABLE.format(schedule="Cooperative", m=256), "fp16_wide"),
+    (_READABLE.format(schedule="Pingpong", m=96), None)])  # a tile no configuration has: unknown
+def test_rank3_instances_with_a_64x128_atom_are_told_apart_by_the_tiles_m(name, want):
+    """large, wide and n128_2x1 are rank-3 data-parallel instances with the same wgmma atom (and a
+    2x1 cluster for large under cluster_2x1 as for n128_2x1); the tile after the kernel schedule
+    differs: 128, 256 and 64 rows."""
+    configs = [{"name": f"fp16_{c}"} for c in ("large", "wide", "n128_2x1")]
+    assert SPEC.config_of(name + ("MMA_64x128x16_F32F16F16_SS" if name.startswith("_Z") else ""), configs) == want
