@@ -34,12 +34,7 @@
 // scheduler and their MMA atom, which spec.config_of reads from the kernel name.
 #include "ablate_gemm.h"
 
-// CuTe's wgmma selector takes the largest N dividing the tile's N from 256, 192, 128, 96, 64, ...
-// unless this is defined, when it takes any multiple of 8: without it a 128x144 tile ran nine
-// 64x16 wgmma a k step where one 64x144 does the work (6.4 M instructions against large's
-// 1.9 M, ncu; docs/benchmarks.md, "The fifth session"). The tiles of 8 * 2^i wide pick the
-// same atoms either way.
-#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+#include "seams.cuh"  // first: it sets how CuTe picks wgmma shapes, before any CuTe header
 
 #include <cuda_runtime.h>
 
@@ -58,8 +53,6 @@
 #include <cutlass/gemm/kernel/tile_scheduler.hpp>
 
 #include <ablate/variant_info.h>
-
-#include "seams.cuh"
 
 #ifndef ABLATE_SEAM_SCHEDULE     // large: how the two consumer warpgroups share the tensor cores
 #define ABLATE_SEAM_SCHEDULE PingPong

@@ -2,6 +2,17 @@
 // Each is a CUTLASS template argument (or, for the raster, a tile-scheduler argument) wrapped
 // in a type, so that a patch swaps one by redefining one ABLATE_SEAM_* macro.
 #pragma once
+// CuTe's wgmma selector takes the largest N dividing the tile's N from 256, 192, 128, 96, 64, ...
+// unless this is defined, when it takes any multiple of 8: without it a 128x144 tile ran nine
+// 64x16 wgmma a k step where one 64x144 does the work (6.4 M instructions against large's
+// 1.9 M, ncu; docs/benchmarks.md, "The fifth session"). The tiles of 8 * 2^i wide pick the
+// same atoms either way. Defined here, ahead of CuTe's headers, because a patch includes this
+// file before base/cutlass_gemm.cu (force-included): defined in the .cu alone, the patches'
+// builds ran n160_coop on five 64x32 atoms where the base has one 64x160 (static mode's
+// fingerprints, the seventh session).
+#ifndef CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+#endif
 #include <cute/tensor.hpp>
 #include <cutlass/epilogue/dispatch_policy.hpp>
 #include <cutlass/gemm/collective/collective_builder.hpp>
