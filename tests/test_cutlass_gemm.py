@@ -280,6 +280,24 @@ def test_the_tool_builds_each_candidate_alone_by_its_index():
         t.candidate_names(SPEC, "large,huge")
 
 
+def test_the_tool_builds_the_base_and_each_candidate_again_under_a_raster():
+    from ablate.job.variant import Variant
+
+    t = tool()
+    built = t.variants(SPEC, Variant("none", ()), ["large", "wide"], "fitted")
+    assert {v.name: v.macros for v in built[1:]} == {
+        "candidate_large": {"ABLATE_GEMM_FORCE": "1"}, "candidate_wide": {"ABLATE_GEMM_FORCE": "7"},
+        "candidate_chosen_fitted": {"ABLATE_SEAM_RASTER": "Fitted"},
+        "candidate_large_fitted": {"ABLATE_GEMM_FORCE": "1", "ABLATE_SEAM_RASTER": "Fitted"},
+        "candidate_wide_fitted": {"ABLATE_GEMM_FORCE": "7", "ABLATE_SEAM_RASTER": "Fitted"}}
+    assert t.build_names(["large"], "fitted") == ["large", "chosen_fitted", "large_fitted"]
+    assert t.build_names(["large"]) == ["large"]
+    source = (GEMM.dir / "base" / "seams.cuh").read_text()
+    assert all(f"struct {raster} {{" in source for raster in t.RASTERS.values())
+    with pytest.raises(SystemExit):
+        t.main(["--raster", "tight"])
+
+
 def test_every_candidate_is_a_configuration_of_the_kernel():
     """spec.CANDIDATES and base/cutlass_gemm.cu's Candidate<index> name the same configurations."""
     import re

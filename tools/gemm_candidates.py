@@ -3,6 +3,7 @@ behind the table that chooses a configuration by shape (kernels/cutlass_gemm/bas
 
     python tools/gemm_candidates.py [--shapes 'decode_*,odd_*'] [--candidates large,streamk]
                                     [--rounds 2] [--out FILE] [--json FILE] [--build-only]
+                                    [--raster fitted]
                                     [--override bench.samples=40 ...]
 
 It builds, in one ninja run, the base (the table's choice at each shape) and one tuning build
@@ -14,6 +15,8 @@ them all with the kernel's peer, torch.matmul (cuBLAS), in one measurement under
 protocol (ablate.gpu.timing, as `ablate benchmark`: CUDA-graph replay, inputs rotated past
 L2, candidates alternated), `--rounds` times on fresh graphs, the samples pooled.
 
+`--raster fitted` builds the base and every candidate again under the raster seam's Fitted
+(base/seams.cuh: the largest swizzle that launches no padded tile), named <build>_fitted.
 It prints `ablate benchmark`'s table (every build's median, p10, p90, time / torch_matmul),
 then a matrix: per shape, cuBLAS's time over each build's (>= 1: as fast as cuBLAS or
 faster), the best candidate, the base's choice and the wave efficiency the table reads.
@@ -58,21 +61,39 @@ def candidate_names(spec, wanted):
     return names
 
 
-def variants(spec, base, names):
-    """The base and one tuning build per candidate, as variants of no pathology but a macro."""
+# --raster fitted: each build again under the raster seam's Fitted (base/seams.cuh: the largest
+# swizzle that launches no padded tile), named with this suffix ("large_fitted", "chosen_fitted").
+RASTERS = {"fitted": "Fitted"}
+
+
+def build_names(names, raster=None):
+    """The columns: each candidate, then, under --raster, the base and each candidate again."""
+    return names if raster is None else names + [f"{n}_{raster}" for n in [BASE, *names]]
+
+
+def variants(spec, base, names, raster=None):
+    """The base and one tuning build per candidate, as variants of no pathology but a macro; under
+    `raster`, the base and each candidate again with the raster seam replaced."""
     from ablate.job.variant import Variant
 
-    return [base] + [Variant(f"candidate_{n}", (f"candidate_{n}",), macros={spec.FORCE_MACRO: str(spec.CANDIDATES[n])})
-                     for n in names]
+    def build(label, macros):
+        return Variant(f"candidate_{label}", (f"candidate_{label}",), macros=macros)
+
+    out = [base] + [build(n, {spec.FORCE_MACRO: str(spec.CANDIDATES[n])}) for n in names]
+    if raster is not None:
+        seam = {"ABLATE_SEAM_RASTER": RASTERS[raster]}
+        out += [build(f"{BASE}_{raster}", seam)]
+        out += [build(f"{n}_{raster}", {spec.FORCE_MACRO: str(spec.CANDIDATES[n]), **seam}) for n in names]
+    return out
 
 
-def build_all(job, names):
+def build_all(job, names, raster=None):
     """{build name: library path} of the base and the candidates that built; lines for those that did not."""
     from ablate.build.compile import BuildError, build, first_error, unavailable
 
     if why := unavailable(job.plugin):
         raise SystemExit(why)
-    todo = variants(job.plugin.spec, job.base, names)
+    todo = variants(job.plugin.spec, job.base, names, raster)
     try:
         results = build(todo, job.build, job.plugin, ROOT)
     except BuildError as e:
@@ -99,7 +120,8 @@ def loaded(spec, libs):
     for name, lib in libs.items():
         kernel = load(lib, spec)
         configs = sorted(c["name"] for c in kernel.info()["configs"])
-        if name != BASE and configs != sorted(f"{d}_{name}" for d in spec.DTYPES):
+        config = next((name.removesuffix(f"_{r}") for r in RASTERS if name.endswith(f"_{r}")), name)
+        if config != BASE and configs != sorted(f"{d}_{config}" for d in spec.DTYPES):
             raise SystemExit(f"the tuning build of {name} ({spec.FORCE_MACRO}={spec.CANDIDATES[name]}) "
                              f"reports the configurations {configs}: spec.CANDIDATES and base/cutlass_gemm.cu's "
                              "Candidate disagree")
@@ -199,6 +221,9 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=2, help="measurements of each shape, pooled (default 2)")
     p.add_argument("--out", default=None, help="append the markdown to this file")
     p.add_argument("--json", default=None, help="write every median and speed to this file")
+    p.add_argument("--raster", choices=sorted(RASTERS), default=None,
+                   help="also build the base and each candidate under this raster (fitted: the largest swizzle "
+                        "that launches no padded tile), named <build>_<raster>")
     p.add_argument("--build-only", action="store_true",
                    help="build the base and the candidates, check each runs the configuration it names, stop")
     p.add_argument("--override", action="append", default=[],
@@ -226,7 +251,7 @@ def main(argv=None):
     shapes = benchmark.load_shapes(plugin, shape_names(plugin, args.shapes))
     peers = list(spec.PEERS)
 
-    libs, notes = build_all(job, names)
+    libs, notes = build_all(job, names, args.raster)
     kernels = loaded(spec, libs)
     if args.build_only:
         print("\n".join([f"{name}: {lib}" for name, lib in libs.items()] + notes))
@@ -261,7 +286,8 @@ def main(argv=None):
         print(f"{name}: " + ", ".join(f"{n} {v:.3f}" for n, v in results[name]["vs_cublas"].items()), flush=True)
     notes.append(benchmark.state_line("after", benchmark.gpu_state_now()))
     header.append(f"- command: `{' '.join(['python', 'tools/gemm_candidates.py', *argv])}`")
-    text = benchmark.markdown(plugin, rows, shapes, peers, header, notes) + "\n" + matrix(spec, results, names, peers[0])
+    text = (benchmark.markdown(plugin, rows, shapes, peers, header, notes) + "\n"
+            + matrix(spec, results, build_names(names, args.raster), peers[0]))
     print(text)
     if args.out:
         out = Path(args.out)

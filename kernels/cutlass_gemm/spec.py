@@ -119,8 +119,8 @@ PEERS = {"torch_matmul": _matmul}
 # m = 1500, n = 1496, as cuBLAS's 128x136 makes; 0.44 there against wide's 0.60 and large's 0.47,
 # with CuTe's 64x144 wgmma; its epilogue works in 16-column pieces where the others' take 32),
 # n320 (cooperative 128x320 on a 2x1 cluster, each block loading half of B's 320 rows: a TMA box
-# holds at most 256; one wave of 128 blocks at m = 777, n = 5000, yet 0.38-0.43 there against
-# n160_coop's 0.64-0.80) and n160 (n160_coop's tile under ping-pong: within 3% of it, a little
+# holds at most 256; 0.38-0.43 at m = 777, n = 5000 against n160_coop's 0.64-0.80: the scheduler's
+# swizzle of 8 pads its 7x16 tiles to 16x16 there, base/seams.cuh's Fitted) and n160 (n160_coop's tile under ping-pong: within 3% of it, a little
 # below; "The seventh session"), streamk_n64 (the row at m = 129-256 above 25% until the sixth session:
 # 0.35-0.96 there, below skinny_n128 or large at every shape measured, but at decode_m256_n4k in
 # the five processes of thirteen where skinny_n128 read 0.81-0.92; 0.31-0.92 at m = 384-1024)

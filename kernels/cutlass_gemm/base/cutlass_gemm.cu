@@ -274,7 +274,10 @@ static cudaError_t run(const void* a, const void* b, void* d, int m, int n, int 
       {static_cast<const Element*>(first), sa, static_cast<const Element*>(second), sb},
       {{1.0f, 0.0f}, nullptr, sc, nullptr, sd}};
   args.hw_info.sm_count = sm_count();
-  Raster::apply(args.scheduler);
+  using Cluster = typename Kernel::ClusterShape;
+  Raster::apply(args.scheduler, TileGrid{(rows + int(cute::size<0>(Tile{})) - 1) / int(cute::size<0>(Tile{})),
+                                         (cols + int(cute::size<1>(Tile{})) - 1) / int(cute::size<1>(Tile{})),
+                                         int(cute::size<0>(Cluster{})), int(cute::size<1>(Cluster{}))});
   const size_t partial_bytes = C::kSplitK ? (size_t(splits) * mn * sizeof(float) + 255) / 256 * 256 : 0;
   void* ws = nullptr;
   if (cudaError_t e = reserve(partial_bytes + Gemm::get_workspace_size(args), stream, &ws)) return e;

@@ -18,6 +18,7 @@
 #include <cutlass/gemm/collective/collective_builder.hpp>
 #include <cutlass/gemm/dispatch_policy.hpp>
 #include <cutlass/gemm/kernel/tile_scheduler.hpp>
+#include <cutlass/gemm/kernel/tile_scheduler_params.h>
 
 namespace gemm {
 
@@ -83,17 +84,48 @@ struct DirectEpilogue {  // accumulators -> registers -> global stores, no share
   template <class S> using Schedule = cutlass::epilogue::NoSmemWarpSpecialized;
 };
 
-// Raster of the persistent scheduler's tiles: host-side arguments of the launch.
+// Raster of the persistent scheduler's tiles: host-side arguments of the launch, given its grid
+// of output tiles (the kernel's M and N over the tile's, and the cluster's extent in each).
+struct TileGrid {
+  int tiles_m, tiles_n, cluster_m, cluster_n;
+};
 struct Swizzled {  // tiles walked in groups of kSwizzle along the shorter side (L2 reuse of A and B)
   static constexpr int kSwizzle = 8;
-  template <class A> static void apply(A& scheduler) {
+  template <class A> static void apply(A& scheduler, TileGrid) {
     scheduler.max_swizzle_size = kSwizzle;
     using Order = decltype(scheduler.raster_order);
     scheduler.raster_order = Order::Heuristic;
   }
 };
+// Swizzled's walk with the largest swizzle (8, 4, 2, 1) that launches no tile the output does not
+// need. CUTLASS's persistent scheduler rounds the grid's rows and columns up to a multiple of the
+// swizzle it takes (times the cluster's extent) and runs each padded tile's whole k loop: with a
+// swizzle of 8, 280 tiles become 320 at m = 777, n = 5000 and 144 become 256 at m = n = 1500 (ncu's
+// wgmma counts match the rule at ten points; docs/benchmarks.md, "The seventh session"). A tuning
+// build takes it (-DABLATE_SEAM_RASTER=Fitted, tools/gemm_candidates.py --raster fitted) until it is
+// measured.
+struct Fitted {
+  static long launched(TileGrid g, int max_swizzle) {
+    using Params = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90Params;
+    const int blocks_m = (g.tiles_m + g.cluster_m - 1) / g.cluster_m * g.cluster_m;
+    const int blocks_n = (g.tiles_n + g.cluster_n - 1) / g.cluster_n * g.cluster_n;
+    const int swizzle = 1 << Params::get_log_swizzle_size(blocks_m, blocks_n, max_swizzle);
+    const auto up = [](long x, long to) { return (x + to - 1) / to * to; };
+    return up(blocks_m, long(swizzle) * g.cluster_m) * up(blocks_n, long(swizzle) * g.cluster_n);
+  }
+  static int swizzle(TileGrid g) {
+    int s = Swizzled::kSwizzle;
+    while (s > 1 && launched(g, s) > launched(g, 1)) s /= 2;
+    return s;
+  }
+  template <class A> static void apply(A& scheduler, TileGrid g) {
+    scheduler.max_swizzle_size = swizzle(g);
+    using Order = decltype(scheduler.raster_order);
+    scheduler.raster_order = Order::Heuristic;
+  }
+};
 struct RowByRow {  // one row of tiles after another, no swizzle
-  template <class A> static void apply(A& scheduler) {
+  template <class A> static void apply(A& scheduler, TileGrid) {
     scheduler.max_swizzle_size = 1;
     using Order = decltype(scheduler.raster_order);
     scheduler.raster_order = Order::AlongN;
