@@ -122,7 +122,7 @@ def loaded(spec, libs):
         configs = sorted(c["name"] for c in kernel.info()["configs"])
         config = next((name.removesuffix(f"_{r}") for r in RASTERS if name.endswith(f"_{r}")), name)
         if config != BASE and configs != sorted(f"{d}_{config}" for d in spec.DTYPES):
-            raise SystemExit(f"the tuning build of {name} ({spec.FORCE_MACRO}={spec.CANDIDATES[name]}) "
+            raise SystemExit(f"the tuning build of {name} ({spec.FORCE_MACRO}={spec.CANDIDATES[config]}) "
                              f"reports the configurations {configs}: spec.CANDIDATES and base/cutlass_gemm.cu's "
                              "Candidate disagree")
         kernels[name] = kernel
