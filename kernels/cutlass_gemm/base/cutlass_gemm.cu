@@ -275,8 +275,8 @@ static cudaError_t run(const void* a, const void* b, void* d, int m, int n, int 
       {{1.0f, 0.0f}, nullptr, sc, nullptr, sd}};
   args.hw_info.sm_count = sm_count();
   using Cluster = typename Kernel::ClusterShape;
-  Raster::apply(args.scheduler, TileGrid{(rows + int(cute::size<0>(Tile{})) - 1) / int(cute::size<0>(Tile{})),
-                                         (cols + int(cute::size<1>(Tile{})) - 1) / int(cute::size<1>(Tile{})),
+  Raster::apply(args.scheduler, TileGrid{int(cute::ceil_div(rows, cute::size<0>(Tile{}))),
+                                         int(cute::ceil_div(cols, cute::size<1>(Tile{}))),
                                          int(cute::size<0>(Cluster{})), int(cute::size<1>(Cluster{}))});
   const size_t partial_bytes = C::kSplitK ? (size_t(splits) * mn * sizeof(float) + 255) / 256 * 256 : 0;
   void* ws = nullptr;

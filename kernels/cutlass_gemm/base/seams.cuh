@@ -19,6 +19,7 @@
 #include <cutlass/gemm/dispatch_policy.hpp>
 #include <cutlass/gemm/kernel/tile_scheduler.hpp>
 #include <cutlass/gemm/kernel/tile_scheduler_params.h>
+#include <cutlass/fast_math.h>
 
 namespace gemm {
 
@@ -105,13 +106,11 @@ struct Swizzled {  // tiles walked in groups of kSwizzle along the shorter side 
 // build takes it (-DABLATE_SEAM_RASTER=Fitted, tools/gemm_candidates.py --raster fitted) until it is
 // measured.
 struct Fitted {
-  static long launched(TileGrid g, int max_swizzle) {
+  static long launched(TileGrid g, int max_swizzle) {  // as the scheduler's Params::initialize counts
     using Params = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90Params;
-    const int blocks_m = (g.tiles_m + g.cluster_m - 1) / g.cluster_m * g.cluster_m;
-    const int blocks_n = (g.tiles_n + g.cluster_n - 1) / g.cluster_n * g.cluster_n;
+    const int blocks_m = cutlass::round_up(g.tiles_m, g.cluster_m), blocks_n = cutlass::round_up(g.tiles_n, g.cluster_n);
     const int swizzle = 1 << Params::get_log_swizzle_size(blocks_m, blocks_n, max_swizzle);
-    const auto up = [](long x, long to) { return (x + to - 1) / to * to; };
-    return up(blocks_m, long(swizzle) * g.cluster_m) * up(blocks_n, long(swizzle) * g.cluster_n);
+    return long(cutlass::round_up(blocks_m, swizzle * g.cluster_m)) * cutlass::round_up(blocks_n, swizzle * g.cluster_n);
   }
   static int swizzle(TileGrid g) {
     int s = Swizzled::kSwizzle;
