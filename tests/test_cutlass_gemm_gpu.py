@@ -1,8 +1,8 @@
 """The CUTLASS GEMM plugin's correctness on a GPU (an sm_90 one: the kernel is sm_90a code):
 the base and every pathology of its own against the spec's reference, outputs poisoned with
 NaN before every launch, both dtypes, m, n, k off every tile size (odd m; n and k multiples
-of 8, as TMA requires), every configuration of the table (base/choice.def: skinny_splitk,
-skinny_n128, skinny, large, wide, n192_1x2: each case says which it runs); launches on a side
+of 8, as TMA requires), every configuration of the table (base/choice.def, spec.configurations:
+each case says which it runs); launches on a side
 stream and in a CUDA graph; and the refusals: n or k not a multiple of 8, by the shape's validation (naming the field) and by
 the ABI (cudaErrorInvalidValue, nothing written)."""
 import zlib
@@ -28,11 +28,13 @@ CASES = [(1, 8, 8), (16, 4096, 4096), (5, 1000, 1000),  # skinny_splitk (1, 4 an
          (200, 2200, 320), (256, 4096, 576), (513, 1000, 1088),  # skinny_n128 (m <= 256, or n <= 1024; rows on lines)
          (331, 1000, 1000), (600, 640, 2056),  # skinny_n128 (m <= 512, or 640 where n <= 640; rows off lines)
          (641, 1000, 1000), (1000, 1000, 1000), (1023, 520, 328),  # n128_2x1 (m <= 1024, n <= 1024, rows off lines)
-         (331, 1416, 1000), (1289, 1416, 320), (2049, 4104, 512),  # large (rows off 128-byte lines, or on)
+         (331, 1416, 1000), (1289, 1416, 320), (600, 1504, 2048),  # large (rows off 128-byte lines, or on)
          (200, 2200, 328), (250, 9000, 320),  # large (m <= 256: rows off lines, or over half a wave)
-         (601, 2504, 328), (777, 5000, 1000),  # n160_coop (rows off lines, m <= 800, 51-80%)
-         (999, 1032, 2056), (1289, 1416, 328), (777, 4000, 1000),  # wide (rows off lines, 54%, 100%, m <= 800 at 84%)
-         (2049, 4104, 520), (1400, 1400, 1000)]  # n192_1x2 (rows off lines, 85% and 91%)
+         # past half a wave at m > 256, the wave model's pick (base/choice.def's fastest):
+         (601, 2504, 328), (999, 1032, 2056), (1400, 1400, 1000),  # n160_coop (rows off lines)
+         (777, 5000, 1000), (2049, 4104, 520),  # n320
+         (777, 4000, 1000), (1200, 3000, 1000),  # wide
+         (2049, 4104, 512), (900, 2504, 320)]  # n192_1x2 (rows on lines)
 
 pytestmark = pytest.mark.gpu
 
@@ -60,8 +62,7 @@ def run_case(kernel, m, n, k, dtype, seed):
 
 
 def test_the_cases_reach_every_configuration_of_the_table():
-    table = {name for name, *_ in SPEC.choice_table()}
-    assert {SPEC.choice({"m": m, "n": n, "k": k}) for m, n, k in CASES} == table
+    assert {SPEC.choice({"m": m, "n": n, "k": k}) for m, n, k in CASES} == set(SPEC.configurations())
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
@@ -81,8 +82,7 @@ def test_matches_reference(kernels, request, name, dtype):
 def test_side_stream_and_graph(kernels, request, name):
     """On a non-default stream, and captured in a CUDA graph after an uncaptured launch of
     the shape (stream-K's workspace is allocated then: allocation is illegal in a capture)."""
-    # split-k (its partial sums in the workspace), skinny, stream-K (its workspace, grown before
-    # the capture), large, wide (a cluster)
+    # split-k (its partial sums in the workspace), skinny, large, skinny_n128, n160_coop (a cluster)
     for m, n in ((1, 4096), (64, 520), (200, 2200), (333, 520), (1289, 1416)):
         shape = SPEC.validate_shape({"m": m, "n": n, "k": 1032, "dtype": "fp16"})
         tensors = poisoned_inputs(SPEC, shape, seed_of(request) + m, "cuda")

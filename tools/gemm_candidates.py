@@ -3,7 +3,7 @@ behind the table that chooses a configuration by shape (kernels/cutlass_gemm/bas
 
     python tools/gemm_candidates.py [--shapes 'decode_*,odd_*'] [--candidates large,streamk]
                                     [--rounds 2] [--out FILE] [--json FILE] [--build-only]
-                                    [--raster fitted]
+                                    [--raster swizzled]
                                     [--override bench.samples=40 ...]
 
 It builds, in one ninja run, the base (the table's choice at each shape) and one tuning build
@@ -15,8 +15,10 @@ them all with the kernel's peer, torch.matmul (cuBLAS), in one measurement under
 protocol (ablate.gpu.timing, as `ablate benchmark`: CUDA-graph replay, inputs rotated past
 L2, candidates alternated), `--rounds` times on fresh graphs, the samples pooled.
 
-`--raster fitted` builds the base and every candidate again under the raster seam's Fitted
-(base/seams.cuh: the largest swizzle that launches no padded tile), named <build>_fitted.
+`--raster swizzled` builds the base and every candidate again under another of the raster seam's
+walks (base/seams.cuh; the base's is Fitted, the largest swizzle up to 8 that launches no padded
+tile): swizzled (Swizzled: a swizzle of 8 at every shape, the base's until the eighth session)
+or row_by_row (RowByRow, no_swizzle's), named <build>_<raster>.
 It prints `ablate benchmark`'s table (every build's median, p10, p90, time / torch_matmul),
 then a matrix: per shape, cuBLAS's time over each build's (>= 1: as fast as cuBLAS or
 faster), the best candidate, the base's choice and the wave efficiency the table reads.
@@ -61,9 +63,9 @@ def candidate_names(spec, wanted):
     return names
 
 
-# --raster fitted: each build again under the raster seam's Fitted (base/seams.cuh: the largest
-# swizzle that launches no padded tile), named with this suffix ("large_fitted", "chosen_fitted").
-RASTERS = {"fitted": "Fitted"}
+# --raster NAME: each build again under another walk of the raster seam (base/seams.cuh; the base
+# takes Fitted), named with this suffix ("large_swizzled", "chosen_swizzled").
+RASTERS = {"swizzled": "Swizzled", "row_by_row": "RowByRow"}
 
 
 def build_names(names, raster=None):
@@ -222,8 +224,8 @@ def main(argv=None):
     p.add_argument("--out", default=None, help="append the markdown to this file")
     p.add_argument("--json", default=None, help="write every median and speed to this file")
     p.add_argument("--raster", choices=sorted(RASTERS), default=None,
-                   help="also build the base and each candidate under this raster (fitted: the largest swizzle "
-                        "that launches no padded tile), named <build>_<raster>")
+                   help="also build the base and each candidate under this walk of the raster seam (swizzled: "
+                        "a swizzle of 8 at every shape; row_by_row: no swizzle), named <build>_<raster>")
     p.add_argument("--build-only", action="store_true",
                    help="build the base and the candidates, check each runs the configuration it names, stop")
     p.add_argument("--override", action="append", default=[],

@@ -86,7 +86,9 @@ SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
                    {"m": 777, "n": 1000, "k": 328, "dtype": "fp16"},
                    {"m": 601, "n": 2504, "k": 328, "dtype": "bf16"},
                    {"m": 1289, "n": 1416, "k": 328, "dtype": "fp16"},
-                   {"m": 1400, "n": 1400, "k": 328, "dtype": "bf16"},
+                   {"m": 777, "n": 4000, "k": 328, "dtype": "bf16"},
+                   {"m": 777, "n": 5000, "k": 328, "dtype": "fp16"},
+                   {"m": 900, "n": 2504, "k": 320, "dtype": "bf16"},
                    {"m": 1289, "n": 1416, "k": 320, "dtype": "fp16"}]
 
 
@@ -134,6 +136,8 @@ FORCE_MACRO = "ABLATE_GEMM_FORCE"
 CHOICE_FILE = Path(__file__).parent / "base" / "choice.def"
 ROWS = ("any", "off_line")  # the table's rows column (base/cutlass_gemm.cu's Rows)
 _ROW = re.compile(r"^GEMM_CHOICE\((\w+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\w+)\)[ \t]*$", re.M)
+_POOL = re.compile(r"^GEMM_POOL\((\w+)((?:,\s*\d+){7})\)[ \t]*$")
+FASTEST = "fastest"  # a row's configuration chosen by the wave model among the pool (base/choice.def)
 # The seams each configuration takes (base/cutlass_gemm.cu's Candidate): large all, the others
 # have their own tile, cluster and schedule. A pathology whose seam does not reach the
 # configuration a shape runs is not applicable at that shape (not_applicable).
@@ -156,15 +160,46 @@ def choice_table(text=None):
                              "(GEMM_CHOICE(name, max_m, max_n, max_efficiency, rows))")
         name, lines = match.group(1), match.group(5)
         max_m, max_n, efficiency = (int(match.group(i)) for i in (2, 3, 4))
-        if name not in CANDIDATES:
-            raise ValueError(f"{CHOICE_FILE}: row {line!r} names {name!r}, not one of {', '.join(CANDIDATES)}")
+        if name not in CANDIDATES and name != FASTEST:
+            raise ValueError(f"{CHOICE_FILE}: row {line!r} names {name!r}, not one of {', '.join(CANDIDATES)} "
+                             f"or {FASTEST}")
         if lines not in ROWS:
             raise ValueError(f"{CHOICE_FILE}: row {line!r}: rows must be one of {', '.join(ROWS)}, got {lines!r}")
         rows.append((name, max_m, max_n, efficiency, lines))
     if not rows or rows[-1][1:] != (0, 0, 100, "any"):
         raise ValueError(f"{CHOICE_FILE}: the last row must hold at every shape (GEMM_CHOICE(name, 0, 0, 100, any)), "
                          f"got {rows[-1] if rows else 'no rows'}")
+    if any(name == FASTEST for name, *_ in rows) and not pool_table(text):
+        raise ValueError(f"{CHOICE_FILE}: a row names {FASTEST} but no GEMM_POOL row says what it chooses among")
     return rows
+
+
+def pool_table(text=None):
+    """[(configuration, tile M, tile N, cluster M, cluster N, speed %: rows off 64-byte half-lines,
+    on a half-line but off a 128-byte line, on a line)] of base/choice.def's GEMM_POOL rows (or of
+    `text`): what `fastest` chooses among."""
+    text = CHOICE_FILE.read_text() if text is None else text
+    pool = []
+    for line in text.splitlines():
+        if not line.startswith("GEMM_POOL"):
+            continue
+        match = _POOL.match(line)
+        if match is None:
+            raise ValueError(f"{CHOICE_FILE}: cannot read the row {line!r} (GEMM_POOL(name, tile_m, tile_n, "
+                             "cluster_m, cluster_n, speed_off, speed_half, speed_on))")
+        name, numbers = match.group(1), [int(x) for x in match.group(2).split(",")[1:]]
+        if name not in CANDIDATES:
+            raise ValueError(f"{CHOICE_FILE}: row {line!r} names {name!r}, not one of {', '.join(CANDIDATES)}")
+        if min(numbers) < 1:
+            raise ValueError(f"{CHOICE_FILE}: row {line!r}: tiles, clusters and speeds must be at least 1")
+        pool.append((name, *numbers))
+    return pool
+
+
+def configurations(text=None):
+    """The configurations the base compiles: those the table's rows name and the pool's."""
+    names = [name for name, *_ in choice_table(text) if name != FASTEST] + [name for name, *_ in pool_table(text)]
+    return list(dict.fromkeys(names))
 
 
 def wave_efficiency(m, n, sms=SMS):
@@ -180,16 +215,35 @@ def off_line(k):
     return k * 2 % 128 != 0
 
 
-def choice(shape, sms=SMS, table=None):
+def fastest(shape, sms=SMS, pool=None):
+    """The pool's configuration whose waves of tiles take least time at `shape`: tiles of
+    ceil(m / tile M) x ceil(n / tile N), each side rounded up to the cluster's, run in waves of
+    `sms`, a wave taking tile M x tile N / speed, the speed by where A's and B's rows of k * 2
+    bytes start (off 64-byte half-lines, on one but off a 128-byte line, on a line); the first of
+    equals (base/cutlass_gemm.cu's fastest_config, which compares the same fractions)."""
+    m, n, row_bytes = shape["m"], shape["n"], shape["k"] * 2
+    best = None
+    for name, tile_m, tile_n, cluster_m, cluster_n, *speeds in pool_table() if pool is None else pool:
+        rows, cols = -(-m // tile_m), -(-n // tile_n)
+        tiles = -(-rows // cluster_m) * cluster_m * (-(-cols // cluster_n) * cluster_n)
+        work = -(-tiles // sms) * tile_m * tile_n
+        speed = speeds[2] if row_bytes % 128 == 0 else speeds[1] if row_bytes % 64 == 0 else speeds[0]
+        if best is None or work * best[2] < best[1] * speed:
+            best = (name, work, speed)
+    return best[0]
+
+
+def choice(shape, sms=SMS, table=None, pool=None):
     """The configuration `shape` runs on a GPU of `sms` SMs: the first row of the table whose
     bounds hold (m at most max_m and n at most max_n, 0 for any; the wave efficiency at most
-    max_efficiency; rows off 128-byte lines where the row says off_line)."""
+    max_efficiency; rows off 128-byte lines where the row says off_line); a row naming `fastest`
+    gives the pool's pick."""
     m, n, off = shape["m"], shape["n"], off_line(shape["k"])
     efficiency = wave_efficiency(m, n, sms)
     for name, max_m, max_n, max_efficiency, rows in choice_table() if table is None else table:
         if ((max_m == 0 or m <= max_m) and (max_n == 0 or n <= max_n) and efficiency <= max_efficiency
                 and (rows == "any" or off)):
-            return name
+            return fastest(shape, sms, pool) if name == FASTEST else name
     raise ValueError(f"{CHOICE_FILE}: no row holds at {label(shape)}")
 
 
@@ -222,12 +276,13 @@ def not_applicable(pathology, shape):
 # (the tile shape follows the kernel schedule, ...Pingpong or ...Cooperative, in every instance
 # the builds make, cp_async's included) tells wide (256 rows) and n128_2x1 (64) from large (128;
 # large's tile seam gives it 64x64, whose atom is 64x64); n192_1x2 and n160_coop are the ones whose
-# atoms are 64x192 and 64x160. Names come demangled where c++filt takes them, mangled otherwise (tupleIJiiiEE /
+# atoms are 64x192 and 64x160 (n320: 64x160 across a tile 320 wide). Names come demangled where c++filt takes them, mangled otherwise (tupleIJiiiEE /
 # tupleIJiiiiEE, ILi128E for C<128>): both are read.
 _RANK = {"cute::tuple<int, int, int>,": 3, "tupleIJiiiEE": 3, "cute::tuple<int, int, int, int>": 4,
          "tupleIJiiiiEE": 4}
 _MMA = re.compile(r"MMA_64x(\d+)x16_F32(BF16|F16)")
-_TILE_M = re.compile(r"(?:Pingpong|Cooperative)(?:EEENS\w*?_IJNS\w*?_ILi|>, cute::tuple<cute::C<)(\d+)")
+_TILE = re.compile(r"(?:Pingpong|Cooperative)(?:EEENS\w*?_IJNS\w*?_ILi|>, cute::tuple<cute::C<)(\d+)"
+                   r"(?:(?:EEENS\w*?_ILi|>, cute::C<)(\d+))?")  # the tile's M, and N unless a back-reference
 _TILE_M_NAMES = {"256": "wide", "128": "large", "64": "n128_2x1"}
 # skinny_splitk's GEMM writes FP32 (its epilogue's LinearCombination<float, ...>, mangled Iff;
 # the others write the element type), and its second kernel, gemm::sum_partials<Element>, adds them
@@ -251,8 +306,8 @@ def _config(kernel_name):
     if rank == 3 and not streamk and {n for n, _ in atoms} == {"64"}:
         return f"{dtype}_large"  # large under tile_64x64
     if rank == 3 and not streamk and {n for n, _ in atoms} == {"128"}:
-        tile_m = _TILE_M.search(kernel_name)
-        name = _TILE_M_NAMES.get(tile_m.group(1)) if tile_m else None
+        tile = _TILE.search(kernel_name)
+        name = _TILE_M_NAMES.get(tile.group(1)) if tile else None
         return None if name is None else f"{dtype}_{name}"
     if len(atoms) != 1:
         return None
@@ -260,6 +315,8 @@ def _config(kernel_name):
     if signature == _SIGNATURE["skinny_n128"] and _FLOAT_OUT.search(kernel_name):
         return f"{dtype}_skinny_splitk"
     name = next((n for n, s in _SIGNATURE.items() if s == signature), None)
+    if name == "n160_coop" and (tile := _TILE.search(kernel_name)) and tile.group(2) == "320":
+        name = "n320"  # two 64x160 atoms across its 320 columns
     return None if name is None else f"{dtype}_{name}"
 
 

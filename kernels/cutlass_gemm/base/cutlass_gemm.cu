@@ -6,7 +6,7 @@
 // base/choice.def (spec.choice reads the same table), each an instance of Config below:
 //   large   ping-pong 128x128x64 tiles, TMA mainloop, no cluster (2x1 clusters with B multicast
 //           measured 0.89-1.0x of 1x1's speed at the large shapes), a persistent data-parallel
-//           tile scheduler with a swizzled raster, a TMA epilogue (one 128x128 tile per
+//           tile scheduler with a swizzled raster (seams.cuh: Fitted), a TMA epilogue (one 128x128 tile per
 //           consumer warpgroup, 64 FP32 accumulator registers x 2 per thread). The fastest of
 //           the tuning builds at the large shapes (docs/benchmarks.md, "cutlass_gemm").
 //   skinny  (decode-like m) ping-pong 64x64x64 tiles under the persistent data-parallel
@@ -24,6 +24,10 @@
 //           cooperative 256x128x64 on a 1x2 cluster multicasting A (half large's requests per
 //           FLOP); n192_1x2: ping-pong 128x192x64 on a 1x2 cluster multicasting A (two thirds),
 //           for the wave efficiencies where 256-row tiles leave a wave's SMs idle.
+//   n320, n160_coop  cooperative 128x320x64 on a 2x1 cluster (each block loads half of B, whose
+//           320 rows one TMA box cannot hold, and multicasts it) and 128x160x64 on a 1x2 one.
+//           Past half a wave at m > 256 the table's `fastest` row picks among large, wide,
+//           n192_1x2, n320 and n160_coop by a model of their waves of tiles (fastest_config).
 // A tuning build (-DABLATE_GEMM_FORCE=<i>, spec.CANDIDATES) compiles one candidate alone and
 // runs it at every shape: how the table's rows are measured (tools/gemm_candidates.py).
 // Each knob is a seam (#ifndef ABLATE_SEAM_X below); a pathology (patches/*.cuh,
@@ -73,7 +77,7 @@
 #define ABLATE_SEAM_EPILOGUE TmaEpilogue
 #endif
 #ifndef ABLATE_SEAM_RASTER       // all: the order the persistent blocks walk the tiles in
-#define ABLATE_SEAM_RASTER Swizzled
+#define ABLATE_SEAM_RASTER Fitted
 #endif
 
 // A tuning build: 0 (the base) chooses by shape (base/choice.def); i > 0 runs candidate i of
@@ -170,7 +174,7 @@ GEMM_CANDIDATE(18,    n320,        Tile128x320,      TallCluster,  Cooperative, 
 GEMM_CANDIDATE(19,    n160,        Tile128x160,      WideCluster,  PingPong,    DataParallel, Rank3)
 GEMM_CANDIDATE(20,    n160_coop,   Tile128x160,      WideCluster,  Cooperative, DataParallel, Rank3)
 #undef GEMM_CANDIDATE
-enum CandidateIndex { large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk, swap_n16, swap_n32, n144, n128_2x1, n320, n160, n160_coop };
+enum CandidateIndex { fastest = 0, large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk, swap_n16, swap_n32, n144, n128_2x1, n320, n160, n160_coop };
 
 // The workspace a configuration asks for (stream-K's partial sums and tile locks; none for the
 // data-parallel scheduler), which the ABI has no argument for: one buffer per process, grown
@@ -319,12 +323,66 @@ static bool holds(int max_m, int max_n, int max_efficiency, Rows rows, int m, in
          (rows == Rows::any || off_line(k));
 }
 
+// base/choice.def's `fastest`: of its GEMM_POOL rows, the configuration whose waves of tiles take
+// least time, a wave of tile_m x tile_n tiles taking tile_m * tile_n / speed, the speed by where
+// A's and B's rows start: off 64-byte half-lines, on a half-line but off a 128-byte line, or on a
+// line (spec.fastest computes the same). Times are compared as fractions, in integers: equal ones
+// keep the first.
+static int fastest_config(int m, int n, int k, int sms) {
+  const int64_t row_bytes = int64_t(k) * 2;
+  int best = 0;
+  int64_t best_work = 0, best_speed = 1;
+#define GEMM_POOL(config, tile_m, tile_n, cluster_m, cluster_n, speed_off, speed_half, speed_on)            \
+  {                                                                                                        \
+    const int64_t rows = (int64_t(m) + tile_m - 1) / tile_m, cols = (int64_t(n) + tile_n - 1) / tile_n;    \
+    const int64_t tiles = (rows + cluster_m - 1) / cluster_m * cluster_m * ((cols + cluster_n - 1) / cluster_n * cluster_n); \
+    const int64_t work = (tiles + sms - 1) / sms * tile_m * tile_n;                                        \
+    const int64_t speed = row_bytes % 128 == 0 ? speed_on : row_bytes % 64 == 0 ? speed_half : speed_off;  \
+    if (best == 0 || work * best_speed < best_work * speed) best = config, best_work = work, best_speed = speed; \
+  }
+#define GEMM_CHOICE(...)
+#include "choice.def"
+#undef GEMM_CHOICE
+#undef GEMM_POOL
+  return best;
+}
+
+// A row's configuration: the one it names, or, for `fastest`, the pool's pick at this shape.
+template <int I> struct Row {
+  static const char* name(int, int, int, int) { return Candidate<I, cutlass::half_t>::name; }
+  template <class Element> static cudaError_t run(const void* a, const void* b, void* d, int m, int n, int k, cudaStream_t s) {
+    return gemm::run<typename Candidate<I, Element>::type>(a, b, d, m, n, k, s);
+  }
+};
+template <> struct Row<fastest> {
+  static const char* name(int m, int n, int k, int sms) {
+    const int pick = fastest_config(m, n, k, sms);
+#define GEMM_POOL(config, ...) if (pick == config) return Candidate<config, cutlass::half_t>::name;
+#define GEMM_CHOICE(...)
+#include "choice.def"
+#undef GEMM_CHOICE
+#undef GEMM_POOL
+    return nullptr;  // an empty pool (spec.choice_table refuses a table that names fastest without one)
+  }
+  template <class Element> static cudaError_t run(const void* a, const void* b, void* d, int m, int n, int k, cudaStream_t s) {
+    const int pick = fastest_config(m, n, k, sm_count());
+#define GEMM_POOL(config, ...) if (pick == config) return Row<config>::template run<Element>(a, b, d, m, n, k, s);
+#define GEMM_CHOICE(...)
+#include "choice.def"
+#undef GEMM_CHOICE
+#undef GEMM_POOL
+    return cudaErrorInvalidValue;
+  }
+};
+
 // The configuration a shape runs: the first row of base/choice.def whose bounds hold.
 static const char* choice(int m, int n, int k, int sms) {
   const int e = wave_efficiency(m, n, sms);
 #define GEMM_CHOICE(config, max_m, max_n, max_efficiency, rows) \
-  if (holds(max_m, max_n, max_efficiency, Rows::rows, m, n, e, k)) return Candidate<config, cutlass::half_t>::name;
+  if (holds(max_m, max_n, max_efficiency, Rows::rows, m, n, e, k)) return Row<config>::name(m, n, k, sms);
+#define GEMM_POOL(...)
 #include "choice.def"
+#undef GEMM_POOL
 #undef GEMM_CHOICE
   return nullptr;  // a table whose last row does not hold everywhere (spec.choice refuses it)
 }
@@ -337,8 +395,10 @@ static cudaError_t dispatch(const void* a, const void* b, void* d, int m, int n,
   const int e = wave_efficiency(m, n, sm_count());
 #define GEMM_CHOICE(config, max_m, max_n, max_efficiency, rows) \
   if (holds(max_m, max_n, max_efficiency, Rows::rows, m, n, e, k)) \
-    return run<typename Candidate<config, Element>::type>(a, b, d, m, n, k, stream);
+    return Row<config>::template run<Element>(a, b, d, m, n, k, stream);
+#define GEMM_POOL(...)
 #include "choice.def"
+#undef GEMM_POOL
 #undef GEMM_CHOICE
   return cudaErrorInvalidValue;
 #endif
@@ -363,8 +423,10 @@ static void configs_json(const char* dtype, std::string& out) {
 #if ABLATE_GEMM_FORCE
   add(config_json<ABLATE_GEMM_FORCE, Element>(dtype));
 #else
-#define GEMM_CHOICE(config, max_m, max_n, max_efficiency, rows) add(config_json<config, Element>(dtype));
+#define GEMM_CHOICE(config, ...) if constexpr (config != fastest) add(config_json<config, Element>(dtype));
+#define GEMM_POOL(config, ...) add(config_json<config, Element>(dtype));
 #include "choice.def"
+#undef GEMM_POOL
 #undef GEMM_CHOICE
 #endif
 }

@@ -1,6 +1,6 @@
 // no_swizzle: the large configuration's persistent tile scheduler walks the output tiles row
-// by row (raster along N, swizzle 1) instead of in swizzled groups of 8 along the shorter
-// side.
+// by row (raster along N, swizzle 1) instead of in swizzled groups of up to 8 along the
+// shorter side (base/seams.cuh: Fitted).
 #pragma once
 #ifdef ABLATE_NO_SWIZZLE
 #include "base/seams.cuh"
