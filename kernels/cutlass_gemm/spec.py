@@ -107,7 +107,8 @@ PEERS = {"torch_matmul": _matmul}
 # base/choice.def is the table (the kernel compiles it into its dispatch); choice() reads it.
 # CANDIDATES: every configuration base/cutlass_gemm.cu defines, by the index a tuning build
 # forces (-DABLATE_GEMM_FORCE=<index>: that one alone, at every shape; tools/gemm_candidates.py
-# times each against cuBLAS). The table may name any of them; the base compiles those it names.
+# times each against cuBLAS). The table may name any of them; the base compiles those it names
+# and those of its pool (GEMM_POOL: what the `fastest` row chooses among).
 # Measured and left out of the table (docs/benchmarks.md, "The fourth session"): large_1x2 and
 # large_2x2 (large's tile on clusters: 0.54-0.57 of cuBLAS where rows are off lines at k ~ 1000,
 # 0.87-0.92 at the large shapes), n192 (no cluster: 1.05-1.09 at m = 3072 with k = 1024 and 1056,
@@ -119,10 +120,8 @@ PEERS = {"torch_matmul": _matmul}
 # 0.85: 128 blocks as cuBLAS's, but twice its L2 sectors, DRAM at 48% of its peak against 62%;
 # "The fifth session"), and n144 (ping-pong 128x144, no cluster: one wave of 132 tiles at
 # m = 1500, n = 1496, as cuBLAS's 128x136 makes; 0.44 there against wide's 0.60 and large's 0.47,
-# with CuTe's 64x144 wgmma; its epilogue works in 16-column pieces where the others' take 32),
-# n320 (cooperative 128x320 on a 2x1 cluster, each block loading half of B's 320 rows: a TMA box
-# holds at most 256; 0.38-0.43 at m = 777, n = 5000 against n160_coop's 0.64-0.80: the scheduler's
-# swizzle of 8 pads its 7x16 tiles to 16x16 there, base/seams.cuh's Fitted) and n160 (n160_coop's tile under ping-pong: within 3% of it, a little
+# with CuTe's 64x144 wgmma; its epilogue works in 16-column pieces where the others' take 32; under
+# the swizzle of 8 the base had then), and n160 (n160_coop's tile under ping-pong: within 3% of it, a little
 # below; "The seventh session"), streamk_n64 (the row at m = 129-256 above 25% until the sixth session:
 # 0.35-0.96 there, below skinny_n128 or large at every shape measured, but at decode_m256_n4k in
 # the five processes of thirteen where skinny_n128 read 0.81-0.92; 0.31-0.92 at m = 384-1024)
