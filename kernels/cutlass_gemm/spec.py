@@ -145,18 +145,22 @@ SEAMS_OF = {name: SEAMS if name == "large" else ("mainloop", "stages", "epilogue
             for name in CANDIDATES}
 
 
+def _matched_rows(text, macro, pattern, usage):
+    """(line, match) of each `macro` row of base/choice.def (or of `text`); ValueError naming the
+    file and a row `pattern` cannot read."""
+    text = CHOICE_FILE.read_text() if text is None else text
+    for line in text.splitlines():
+        if line.startswith(macro):
+            if (match := pattern.match(line)) is None:
+                raise ValueError(f"{CHOICE_FILE}: cannot read the row {line!r} ({usage})")
+            yield line, match
+
+
 def choice_table(text=None):
     """[(configuration, m at most or 0, n at most or 0, wave efficiency at most in %, rows)] of
     base/choice.def (or of `text`); ValueError naming the file and the row at fault."""
-    text = CHOICE_FILE.read_text() if text is None else text
     rows = []
-    for line in text.splitlines():
-        if not line.startswith("GEMM_CHOICE"):
-            continue
-        match = _ROW.match(line)
-        if match is None:
-            raise ValueError(f"{CHOICE_FILE}: cannot read the row {line!r} "
-                             "(GEMM_CHOICE(name, max_m, max_n, max_efficiency, rows))")
+    for line, match in _matched_rows(text, "GEMM_CHOICE", _ROW, "GEMM_CHOICE(name, max_m, max_n, max_efficiency, rows)"):
         name, lines = match.group(1), match.group(5)
         max_m, max_n, efficiency = (int(match.group(i)) for i in (2, 3, 4))
         if name not in CANDIDATES and name != FASTEST:
@@ -177,15 +181,9 @@ def pool_table(text=None):
     """[(configuration, tile M, tile N, cluster M, cluster N, speed %: rows off 64-byte half-lines,
     on a half-line but off a 128-byte line, on a line)] of base/choice.def's GEMM_POOL rows (or of
     `text`): what `fastest` chooses among."""
-    text = CHOICE_FILE.read_text() if text is None else text
     pool = []
-    for line in text.splitlines():
-        if not line.startswith("GEMM_POOL"):
-            continue
-        match = _POOL.match(line)
-        if match is None:
-            raise ValueError(f"{CHOICE_FILE}: cannot read the row {line!r} (GEMM_POOL(name, tile_m, tile_n, "
-                             "cluster_m, cluster_n, speed_off, speed_half, speed_on))")
+    usage = "GEMM_POOL(name, tile_m, tile_n, cluster_m, cluster_n, speed_off, speed_half, speed_on)"
+    for line, match in _matched_rows(text, "GEMM_POOL", _POOL, usage):
         name, numbers = match.group(1), [int(x) for x in match.group(2).split(",")[1:]]
         if name not in CANDIDATES:
             raise ValueError(f"{CHOICE_FILE}: row {line!r} names {name!r}, not one of {', '.join(CANDIDATES)}")
