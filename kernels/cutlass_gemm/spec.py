@@ -195,6 +195,7 @@ def pool_table(text=None):
 
 def configurations(text=None):
     """The configurations the base compiles: those the table's rows name and the pool's."""
+    text = CHOICE_FILE.read_text() if text is None else text
     names = [name for name, *_ in choice_table(text) if name != FASTEST] + [name for name, *_ in pool_table(text)]
     return list(dict.fromkeys(names))
 
@@ -237,10 +238,11 @@ def choice(shape, sms=SMS, table=None, pool=None):
     gives the pool's pick."""
     m, n, off = shape["m"], shape["n"], off_line(shape["k"])
     efficiency = wave_efficiency(m, n, sms)
-    for name, max_m, max_n, max_efficiency, rows in choice_table() if table is None else table:
+    text = CHOICE_FILE.read_text() if table is None or pool is None else None  # read once for both
+    for name, max_m, max_n, max_efficiency, rows in choice_table(text) if table is None else table:
         if ((max_m == 0 or m <= max_m) and (max_n == 0 or n <= max_n) and efficiency <= max_efficiency
                 and (rows == "any" or off)):
-            return fastest(shape, sms, pool) if name == FASTEST else name
+            return fastest(shape, sms, pool_table(text) if pool is None else pool) if name == FASTEST else name
     raise ValueError(f"{CHOICE_FILE}: no row holds at {label(shape)}")
 
 
