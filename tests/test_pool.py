@@ -99,7 +99,12 @@ def test_a_fault_or_a_hang_on_one_gpu_leaves_the_other_timing(two_gpus, plant):
     bad_gpu = out.params["gpu_index"]
     other_gpu = ({"0", "1"} - {bad_gpu}).pop()
     first_pid = pids[bad_gpu]
-    assert out.params["worker_pid"] == first_pid
+    # Once in CI (under load) the answer came from another child of the same GPU than the one
+    # snapshotted (pid 4 higher): what the pool saw is said here, for the next time.
+    now = {w.gpu.index: w.pid for w in pool._pool.workers}
+    assert out.params["worker_pid"] == first_pid, (
+        f"pids before the queue {pids}, now {now}; answer {out.status}: {out.error}; "
+        f"its log: {out.artifacts.get('worker.log', '')[-400:]!r}")
     if plant == "segv":
         assert out.status == "crashed" and "SIGSEGV" in out.error and "about to fault" in out.error
     else:
