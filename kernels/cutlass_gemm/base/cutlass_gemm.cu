@@ -24,10 +24,11 @@
 //           cooperative 256x128x64 on a 1x2 cluster multicasting A (half large's requests per
 //           FLOP); n192_1x2: ping-pong 128x192x64 on a 1x2 cluster multicasting A (two thirds),
 //           for the wave efficiencies where 256-row tiles leave a wave's SMs idle.
-//   n320, n160_coop  cooperative 128x320x64 on a 2x1 cluster (each block loads half of B, whose
-//           320 rows one TMA box cannot hold, and multicasts it) and 128x160x64 on a 1x2 one.
-//           Past half a wave at m > 256 the table's `fastest` row picks among large, wide,
-//           n192_1x2, n320 and n160_coop by a model of their waves of tiles (fastest_config).
+//   n320, n224, n160_coop  cooperative 128x320x64 and 128x224x64 on a 2x1 cluster (each block
+//           loads half of B, whose 320 rows one TMA box cannot hold, and multicasts it) and
+//           128x160x64 on a 1x2 one. Past half a wave at m > 256 the table's `fastest` row picks
+//           among large, wide, n192_1x2, n320, n160_coop and n224 by a model of their waves of
+//           tiles (fastest_config).
 // A tuning build (-DABLATE_GEMM_FORCE=<i>, spec.CANDIDATES) compiles one candidate alone and
 // runs it at every shape: how the table's rows are measured (tools/gemm_candidates.py).
 // Each knob is a seam (#ifndef ABLATE_SEAM_X below); a pathology (patches/*.cuh,
@@ -108,6 +109,12 @@ constexpr int kAlign = 8;         // elements per 16 bytes: TMA's and the vector
 // clusters, 128 blocks; docs/benchmarks.md, "The fifth session").
 enum class Operands { ab, ba };
 
+// The epilogue's subtile: CUTLASS's (128x32 under the cooperative schedule) but where 32 columns do
+// not divide the wgmma atom's N (64x144 atoms across a 288-wide tile), there 48.
+template <class Tile>
+using EpilogueTile = cute::conditional_t<cute::size<1>(Tile{}) == 288, cute::Shape<cute::_128, cute::Int<48>>,
+                                         cutlass::epilogue::collective::EpilogueTileAuto>;
+
 // One GEMM configuration: the collectives the builders make of the knobs, and the kernel.
 // ElementD: the type the kernel writes; float for a split-k candidate, whose FP32 partial
 // sums a second kernel adds into d (run).
@@ -121,7 +128,7 @@ struct Config {
   using EpiSchedule = typename Epilogue::template Schedule<Sched>;
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float,
+      EpilogueTile<Tile>, float, float,
       void, LayoutD, kAlign,                            // no C: d = a b^T (beta = 0)
       ElementD, LayoutD, 16 / int(sizeof(ElementD)), EpiSchedule>::CollectiveOp;
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
@@ -173,8 +180,11 @@ GEMM_CANDIDATE(17,    n128_2x1,    Tile64x128,       TallCluster,  PingPong,    
 GEMM_CANDIDATE(18,    n320,        Tile128x320,      TallCluster,  Cooperative, DataParallel, Rank3)
 GEMM_CANDIDATE(19,    n160,        Tile128x160,      WideCluster,  PingPong,    DataParallel, Rank3)
 GEMM_CANDIDATE(20,    n160_coop,   Tile128x160,      WideCluster,  Cooperative, DataParallel, Rank3)
+GEMM_CANDIDATE(21,    n288,        Tile128x288,      TallCluster,  Cooperative, DataParallel, Rank3)
+GEMM_CANDIDATE(22,    n224,        Tile128x224,      TallCluster,  Cooperative, DataParallel, Rank3)
+GEMM_CANDIDATE(23,    n176_coop,   Tile128x176,      WideCluster,  Cooperative, DataParallel, Rank3)
 #undef GEMM_CANDIDATE
-enum CandidateIndex { fastest = 0, large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk, swap_n16, swap_n32, n144, n128_2x1, n320, n160, n160_coop };
+enum CandidateIndex { fastest = 0, large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk, swap_n16, swap_n32, n144, n128_2x1, n320, n160, n160_coop, n288, n224, n176_coop };
 
 // The workspace a configuration asks for (stream-K's partial sums and tile locks; none for the
 // data-parallel scheduler), which the ABI has no argument for: one buffer per process, grown
