@@ -74,9 +74,12 @@ def label(shape):
 # 1032 in 3 chunks of 344, none a multiple of the 64-element k step), skinny_n128 in BF16 (35
 # tiles: 26%), skinny (m <= 128) with a long k, skinny_n128 at m = 200 (36 tiles of 128x128 on
 # 132 SMs, 27%; rows on 128-byte lines, k = 320) in both dtypes; with rows off lines (k = 328),
-# large (m = 331, n = 1416: 36 tiles), n128_2x1 (m = 777, n = 1000: 13 rows of 64-row tiles, the
-# last cluster half outside m), n160_coop (m = 601, n = 2504: 5 x 16 tiles of 128x160), wide (m = 1289: 132 tiles, one whole wave) and n192_1x2 (m = n =
-# 1400: 121 tiles, 91%); large at a whole wave with rows on lines (k = 320).
+# large (m = 331, n = 1416: 36 tiles; m = 1289: 132 tiles, one whole wave), n128_2x1 (m = 777,
+# n = 1000: 13 rows of 64-row tiles, the last cluster half outside m), n160_coop (m = 641,
+# n = 2824: 6 x 18 tiles of 128x160), wide (m = 777, n = 4000), n320 (m = 777, n = 5000) and n224
+# (m = 1677, n = 1288: 14 x 6 tiles of 128x224, 13 of the last tile row's 128 rows inside m); with rows on
+# lines (k = 320), n192_1x2 (m = 1665, n = 1288: 14 x 7 tiles of 128x192, the last cluster half
+# outside n) and large at a whole wave.
 SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
                    {"m": 9, "n": 4360, "k": 1032, "dtype": "bf16"},
                    {"m": 37, "n": 200, "k": 1032, "dtype": "fp16"},
@@ -84,11 +87,12 @@ SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
                    {"m": 200, "n": 2200, "k": 320, "dtype": "bf16"},
                    {"m": 331, "n": 1416, "k": 328, "dtype": "bf16"},
                    {"m": 777, "n": 1000, "k": 328, "dtype": "fp16"},
-                   {"m": 601, "n": 2504, "k": 328, "dtype": "bf16"},
+                   {"m": 641, "n": 2824, "k": 328, "dtype": "bf16"},
                    {"m": 1289, "n": 1416, "k": 328, "dtype": "fp16"},
                    {"m": 777, "n": 4000, "k": 328, "dtype": "bf16"},
                    {"m": 777, "n": 5000, "k": 328, "dtype": "fp16"},
-                   {"m": 900, "n": 2504, "k": 320, "dtype": "bf16"},
+                   {"m": 1677, "n": 1288, "k": 328, "dtype": "bf16"},
+                   {"m": 1665, "n": 1288, "k": 320, "dtype": "bf16"},
                    {"m": 1289, "n": 1416, "k": 320, "dtype": "fp16"}]
 
 
@@ -125,12 +129,17 @@ PEERS = {"torch_matmul": _matmul}
 # below; "The seventh session"), streamk_n64 (the row at m = 129-256 above 25% until the sixth session:
 # 0.35-0.96 there, below skinny_n128 or large at every shape measured, but at decode_m256_n4k in
 # the five processes of thirteen where skinny_n128 read 0.81-0.92; 0.31-0.92 at m = 384-1024)
-# and streamk (its fix-up costs more than the idle SMs it fills: base/choice.def).
+# and streamk (its fix-up costs more than the idle SMs it fills: base/choice.def); n288
+# (cooperative 128x288 on a 2x1 cluster, two 64x144 atoms, 48-column epilogue pieces: two waves of
+# tiles at m = n = 3000 where n320 takes two of larger ones, yet 0.820 there against n320's 0.825)
+# and n176_coop (128x176 on a 1x2 cluster): in the pool beside n224 they lifted the wave model's
+# pick by 0.2-0.6% of the best candidate's speed over 101 shapes ("The ninth session").
 
 CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 5, "streamk_n64": 6,
               "wide": 7, "large_1x2": 8, "large_2x2": 9, "n192": 10, "n192_1x2": 11, "n192_2x1": 12,
               "skinny_splitk": 13, "swap_n16": 14, "swap_n32": 15, "n144": 16, "n128_2x1": 17,
-              "n320": 18, "n160": 19, "n160_coop": 20}
+              "n320": 18, "n160": 19, "n160_coop": 20, "n288": 21, "n224": 22,
+              "n176_coop": 23}
 FORCE_MACRO = "ABLATE_GEMM_FORCE"
 CHOICE_FILE = Path(__file__).parent / "base" / "choice.def"
 ROWS = ("any", "off_line")  # the table's rows column (base/cutlass_gemm.cu's Rows)
@@ -275,7 +284,7 @@ def not_applicable(pathology, shape):
 # (the tile shape follows the kernel schedule, ...Pingpong or ...Cooperative, in every instance
 # the builds make, cp_async's included) tells wide (256 rows) and n128_2x1 (64) from large (128;
 # large's tile seam gives it 64x64, whose atom is 64x64); n192_1x2 and n160_coop are the ones whose
-# atoms are 64x192 and 64x160 (n320: 64x160 across a tile 320 wide). Names come demangled where c++filt takes them, mangled otherwise (tupleIJiiiEE /
+# atoms are 64x192, 64x160 and 64x224 (n320: 64x160 across a tile 320 wide). Names come demangled where c++filt takes them, mangled otherwise (tupleIJiiiEE /
 # tupleIJiiiiEE, ILi128E for C<128>): both are read.
 _RANK = {"cute::tuple<int, int, int>,": 3, "tupleIJiiiEE": 3, "cute::tuple<int, int, int, int>": 4,
          "tupleIJiiiiEE": 4}
@@ -290,7 +299,7 @@ _SUM = re.compile(r"sum_partials.*?(bfloat16_t|half_t)")
 # (rank, stream-K, MMA N) of each configuration but the rank-3 data-parallel ones with a 64x128 atom
 _SIGNATURE = {"skinny": (4, False, 64), "skinny_n32": (4, False, 32), "skinny_n128": (4, False, 128),
               "streamk": (3, True, 128), "streamk_n64": (3, True, 64), "n192_1x2": (3, False, 192),
-              "n160_coop": (3, False, 160)}  # n160 (ping-pong) too: a tuning build only, never beside it
+              "n160_coop": (3, False, 160), "n224": (3, False, 224)}  # n160 (ping-pong) too: a tuning build only, never beside it
 
 
 def _config(kernel_name):
