@@ -283,8 +283,8 @@ def not_applicable(pathology, shape):
 # and the element type. Among the rank-3 data-parallel instances with a 64x128 atom, the tile's M
 # (the tile shape follows the kernel schedule, ...Pingpong or ...Cooperative, in every instance
 # the builds make, cp_async's included) tells wide (256 rows) and n128_2x1 (64) from large (128;
-# large's tile seam gives it 64x64, whose atom is 64x64); n192_1x2 and n160_coop are the ones whose
-# atoms are 64x192, 64x160 and 64x224 (n320: 64x160 across a tile 320 wide). Names come demangled where c++filt takes them, mangled otherwise (tupleIJiiiEE /
+# large's tile seam gives it 64x64, whose atom is 64x64); n192_1x2, n160_coop and n224 are the ones
+# whose atoms are 64x192, 64x160 and 64x224 (n320: 64x160 across a tile 320 wide). Names come demangled where c++filt takes them, mangled otherwise (tupleIJiiiEE /
 # tupleIJiiiiEE, ILi128E for C<128>): both are read.
 _RANK = {"cute::tuple<int, int, int>,": 3, "tupleIJiiiEE": 3, "cute::tuple<int, int, int, int>": 4,
          "tupleIJiiiiEE": 4}

@@ -74,7 +74,7 @@ using Tile128x160 = cute::Shape<cute::_128, cute::Int<160>, cute::_64>;  // 1496
 using Tile128x320 = cute::Shape<cute::_128, cute::Int<320>, cute::_64>;  // 5000 / 320: 16 columns, 112 tiles at m = 777 (two 64x160 atoms)
 using Tile128x288 = cute::Shape<cute::_128, cute::Int<288>, cute::_64>;  // 3000 / 288: 11 columns, 264 tiles at m = 3000, two waves (two 64x144 atoms)
 using Tile128x176 = cute::Shape<cute::_128, cute::Int<176>, cute::_64>;  // 1400 / 176: 8 columns, 120 tiles at m = 1800
-using Tile128x224 = cute::Shape<cute::_128, cute::Int<224>, cute::_64>;  // 3504 / 224: 16 columns, 48 tiles at m = 384
+using Tile128x224 = cute::Shape<cute::_128, cute::Int<224>, cute::_64>;  // 1304 / 224: 6 columns, 108 tiles at m = 2058 on 2x1 clusters
 
 // Tile schedulers.
 using StreamK = cutlass::gemm::StreamKScheduler;
