@@ -220,7 +220,8 @@ def test_fastest_times_the_waves_of_each_configurations_tiles():
     ("cluster_2x1", "decode_m256_n4k", "skinny_n128"), ("tile_64x64", "odd_m200_n1000_k1000", "skinny"),
     ("cooperative", "odd_m777_n5000_k2056", "n320"), ("cluster_2x1", "odd_m3000_n3000_k1000", "n320"),
     ("cooperative", "odd_m1500_n1496_k1000", "n160_coop"), ("tile_64x64", "rows_m3072_k1024", "n192_1x2"),
-    ("tile_64x64", "rows_m4096_k4104", "wide"), ("cluster_2x1", "odd_m1000_n1000_k1000", "n128_2x1")])
+    ("tile_64x64", "rows_m4096_k4104", "wide"), ("cluster_2x1", "odd_m1000_n1000_k1000", "n128_2x1"),
+    ("cooperative", "odd_m2058_n1304_k1000", "n224")])
 def test_a_seam_of_the_large_configuration_does_not_apply_where_another_runs(pathology, shape, config):
     shape = shipped_shapes()[shape]
     why = SPEC.not_applicable(pathology, shape)
@@ -327,6 +328,12 @@ _COOP_160 = ("_ZN7cutlass13device_kernelINS_4gemm6kernel13GemmUniversalIN4cute5t
 def test_instances_with_a_64x160_atom_are_told_apart_by_the_tiles_n(name, want):
     configs = [{"name": f"fp16_{c}"} for c in ("n320", "n160_coop")]
     assert SPEC.config_of(name, configs) == want
+
+
+def test_the_instance_with_a_64x224_atom_is_n224():
+    name = _COOP_160.format(stages=4, cm=2, cn=1, n=224).replace("MMA_64x160x16", "MMA_64x224x16")
+    assert SPEC.config_of(name, [{"name": "fp16_n224"}, {"name": "fp16_n320"}]) == "fp16_n224"
+    assert SPEC.config_of(name, [{"name": "fp16_n320"}]) is None  # a build without it: not this one
 
 
 # ---- the candidates' measurement, without a GPU ---------------------------------------------
