@@ -195,6 +195,9 @@ class Pool:
                 if w.proc is not None and not w.hello and len(self.workers) > 1:  # ended before it was ready
                     self._drop(w, self._last_words(w))
                     continue
+                if w.sent:  # it died on a spec in flight: that answer (its crash) first, then a fresh child
+                    self._collect(w, eof=True)
+                    continue
                 w.stop()
                 w._start()
             self.pending.pop(i)
