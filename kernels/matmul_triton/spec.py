@@ -49,10 +49,18 @@ CANDIDATES = {
     # sq4k, sq8k and prefill (docs/benchmarks.md)
     "wide": {},
     "wide_tiles": {"PERSISTENT": False},  # the same, a program per tile
+    # warp-specialized (Triton's Hopper pass splits a 4-warp K loop into a producer warpgroup
+    # and two consumer warpgroups, 12 warps: cuBLAS's 384 threads; base/matmul.py). Measured
+    # (H100, 2026-11-27): decode_m256 1.091-1.101 of cuBLAS's time against wide's 1.099-1.115,
+    # sq2k 1.089-1.096 against 1.093-1.095, prefill 1.047-1.059 against 1.019-1.020: no rule
+    # takes them
+    "wide_ws": {"WARP_SPECIALIZE": True, "num_warps": 4},
+    "wide_tiles_ws": {"WARP_SPECIALIZE": True, "num_warps": 4, "PERSISTENT": False},
     # 128 x 128: twice the tiles of `wide`, for shapes where wide's tiles fill few waves
     "square": {"BLOCK_N": 128, "num_stages": 4},                               # 4 x 32 + 32 KiB
     "square_w4": {"BLOCK_N": 128, "num_warps": 4, "num_stages": 4},
     "square_k128": {"BLOCK_N": 128, "BLOCK_K": 128, "num_stages": 3},            # 3 x 64 + 32 KiB
+    "square_ws": {"BLOCK_N": 128, "num_stages": 4, "WARP_SPECIALIZE": True, "num_warps": 4},
     # skinny m (decode): one tile row of 64, B streamed from DRAM once, deep pipelines
     "m64": {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4},   # 4 x 48 + 16
     "m64_n64": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 6},  # 6 x 32 + 8

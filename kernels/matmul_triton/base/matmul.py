@@ -20,6 +20,12 @@ Its optimizations, each a constexpr or a compile option the pathologies override
   epilogue. Measured on the H100 (Triton's JIT, 2026-11-25; docs/benchmarks.md): a program
   per tile 1490 us at the BF16 prefill shape, persistent with a runtime step (the loops not
   fused, as the TTGIR shows) 1535 us, fused 1358 us against cuBLAS's 1350 us.
+WARP_SPECIALIZE (off in the base; spec.CANDIDATES' *_ws tuning builds) marks the K loop for
+Triton's Hopper warp specialization, which splits a 4-warp program into a producer warpgroup
+issuing the TMA loads and two consumer warpgroups (12 warps: cuBLAS's 384 threads). The pass
+leaves a flattened loop alone, so the tile loop is not flattened then. Measured on the H100
+(2026-11-27, docs/benchmarks.md): at most 1.3% faster than the base (decode_m256, sq2k), 3-5%
+slower at prefill and sq8k.
 """
 import triton
 import triton.language as tl
@@ -46,7 +52,7 @@ def matmul_kernel(a, b, c, M, N, K,
                   stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   GROUP_M: tl.constexpr, USE_TMA: tl.constexpr, TMA_STORE: tl.constexpr,
-                  PERSISTENT: tl.constexpr, NUM_SMS: tl.constexpr):
+                  PERSISTENT: tl.constexpr, NUM_SMS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False):
     """Each program computes the tiles program_id, program_id + step, ...: with PERSISTENT
     the grid has NUM_SMS programs and the step is NUM_SMS, a constant, which lets Triton
     flatten the two loops into one pipeline (with a runtime step it leaves them apart);
@@ -63,13 +69,13 @@ def matmul_kernel(a, b, c, M, N, K,
         c_desc = tl.make_tensor_descriptor(c, shape=[M, N], strides=[stride_cm, stride_cn],
                                            block_shape=[BLOCK_M, BLOCK_N])
     step = NUM_SMS if PERSISTENT else tl.num_programs(0)
-    for tile in tl.range(tl.program_id(0), num_tiles, step, flatten=PERSISTENT):
+    for tile in tl.range(tl.program_id(0), num_tiles, step, flatten=PERSISTENT and not WARP_SPECIALIZE):
         pid_m, pid_n = tile_of(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         if USE_TMA:
-            for k in tl.range(0, k_tiles):
+            for k in tl.range(0, k_tiles, warp_specialize=WARP_SPECIALIZE):
                 x = a_desc.load([off_m, k * BLOCK_K])
                 y = b_desc.load([k * BLOCK_K, off_n])
                 acc = tl.dot(x, y, acc)
