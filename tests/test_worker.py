@@ -253,6 +253,20 @@ def test_a_crash_loses_what_was_sent_ahead_and_its_job_runs_it_on_a_fresh_child(
     assert again.params["worker_pid"] != crashed.params["worker_pid"]
 
 
+def test_a_child_that_died_on_a_spec_sent_ahead_answers_it_instead_of_running_it_again(w):
+    """The child began the spec sent ahead and died on it while the parent was elsewhere: the
+    job that asks for it gets that crash, from that child (with its log), and the spec is not
+    run a second time on a fresh child."""
+    first = w.run({"do": "ok"}, LONG, then={"do": "segv", "tag": "x"})
+    assert wait_dead(first.params["worker_pid"])
+    crashed = w.run({"do": "segv", "tag": "x"}, LONG)
+    assert crashed.status == "crashed" and "SIGSEGV" in crashed.error
+    assert crashed.params["worker_pid"] == first.params["worker_pid"]
+    assert "about to fault" in crashed.artifacts["worker.log"] and not w.sent
+    again = w.run({"do": "ok"}, LONG)
+    assert again.status == "ok" and again.params["worker_pid"] != first.params["worker_pid"]
+
+
 @pytest.mark.parametrize("work_s, status", [(4.0, "timeout"), (0.5, "ok")])
 def test_the_deadline_of_a_spec_sent_ahead_counts_from_when_the_child_began_it(w, work_s, status):
     w.run(stamp("a"), LONG, then=stamp("b", work_s))

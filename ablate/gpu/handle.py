@@ -213,15 +213,15 @@ class Worker:
         """The job's result dict. A timeout or a crash ends the child; the next job starts a
         fresh one. `then`: the spec the next job is expected to bring, sent now behind this
         one; a run whose spec is not the one sent ahead first waits for that answer and
-        drops it (correct, only slower)."""
-        if not self.alive():
-            self.stop()
-            self._start()
+        drops it (correct, only slower). A child that died with specs in flight answers them
+        first (its crash, with its log), as the pool's does: restarted blindly, it would lose
+        them, and this job's spec would run again on a fresh child."""
         while self.sent and self.sent[0] != spec:
             self._answer(timeout_s)  # not this job's: dropped (a timeout or crash ends the child)
-        if not self.alive():
-            self._start()
         if not self.sent:
+            if not self.alive():
+                self.stop()
+                self._start()
             self._send(spec)
         if then is not None and len(self.sent) == 1:
             self._send(then)
