@@ -456,3 +456,64 @@ def test_rank3_instances_with_a_64x128_atom_are_told_apart_by_the_tiles_m(name, 
     differs: 128, 256 and 64 rows."""
     configs = [{"name": f"fp16_{c}"} for c in ("large", "wide", "n128_2x1")]
     assert SPEC.config_of(name + ("MMA_64x128x16_F32F16F16_SS" if name.startswith("_Z") else ""), configs) == want
+
+
+# ---- the pool's speeds against the committed readings (tools/gemm_fit.py) -------------------
+
+def fit_tool():
+    path = GEMM.dir.parent.parent / "tools" / "gemm_fit.py"
+    found = importlib.util.spec_from_file_location("gemm_fit", path)
+    module = importlib.util.module_from_spec(found)
+    found.loader.exec_module(module)
+    return module
+
+
+def test_the_committed_readings_name_builds_of_the_plugin_at_shapes_the_table_hands_to_the_pool():
+    import json
+
+    f = fit_tool()
+    data = json.loads(f.READINGS.read_text())
+    assert [s["name"] for s in data["sets"]] == ["probe", "random", "pool", "rerun", "eighth"]
+    every = [r for s in data["sets"] for r in s["readings"]]
+    assert all(set(r["speeds"]) <= set(SPEC.CANDIDATES) and 0.1 < min(r["speeds"].values()) for r in every)
+    readings = f.load([f.READINGS])
+    assert len(readings) == 222 and all(f.to_pool(r["shape"]) for r in readings)
+    assert not f.to_pool({"m": 64, "n": 4096, "k": 4096, "dtype": "fp16"})  # skinny's row, not the pool's
+
+
+def test_choice_defs_pool_speeds_are_where_a_fit_to_the_committed_readings_stops():
+    """The speeds in base/choice.def are the fit's: searched from them (large's on-line speed
+    held, as choice.def says why), the fit moves one speed by one 5% step for 0.003% of score
+    (n320's on half-lines: choice.def's fit also had readings not kept). A pool edited without
+    fitting again, or a wave model changed under it, fails here."""
+    f = fit_tool()
+    readings = f.load([f.READINGS])
+    pool = SPEC.pool_table()
+    here = f.score(readings, pool)[0]
+    fitted = f.fit(readings, pool, f.HOLD)
+    assert here > 0.98 and 0 <= f.score(readings, fitted)[0] - here < 1e-4
+    moved = {(a[0], i, a[i], b[i]) for a, b in zip(pool, fitted) for i in range(5, 8) if a[i] != b[i]}
+    assert moved <= {("n320", 6, 95, 100)}
+    freed = f.fit(readings, pool, {})  # large's on-line speed let go scores these readings better
+    assert f.score(readings, freed)[0] > here + 0.005 and dict((r[0], r[7]) for r in freed)["large"] < 100
+
+
+def test_the_fit_tool_reads_the_candidates_tools_json_and_names_bad_arguments(tmp_path, capsys):
+    import json
+
+    f = fit_tool()
+    out = {"r3000": {"shape": {"m": 3000, "n": 3000, "k": 1000, "dtype": "fp16"},
+                     "vs_cublas": {"large": 0.52, "n320": 0.83, "chosen": 0.83, "wide": 0.73}}}
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(out))
+    readings = f.load([path])
+    assert readings == [{"set": "p.json", "shape": out["r3000"]["shape"], "speeds": {"large": 0.52, "n320": 0.83, "wide": 0.73}}]
+    f.main(["--readings", str(path), "--drop", "n224"])
+    assert "choice.def's pool (changed by --add/--drop): 1.000" in capsys.readouterr().out
+    for argv, message in [(["--add", "n288"], r"--add 'n288': expected NAME=TMxTN/CMxCN"),
+                          (["--add", "huge=1x1/1x1"], r"'huge' is not one of spec.CANDIDATES"),
+                          (["--hold", "large:up=90"], r"the class must be one of off, half, on"),
+                          (["--drop", "skinny"], r"--drop \['skinny'\]: not in the pool"),
+                          (["--grid", "0"], r"--grid 0: must be 1-50")]:
+        with pytest.raises(SystemExit, match=message):
+            f.main(["--readings", str(path), *argv])

@@ -1,0 +1,197 @@
+"""cutlass_gemm's pool speeds (base/choice.def's GEMM_POOL rows) scored against measured readings,
+and fitted to them.
+
+    python tools/gemm_fit.py [--readings FILE.json ...] [--fit] [--add NAME=TMxTN/CMxCN ...]
+                             [--drop NAME ...] [--hold NAME:off|half|on=SPEED ...] [--grid 5]
+
+A reading is one shape's speed of each build measured beside cuBLAS (cuBLAS time / the build's,
+1 = as fast): `python tools/gemm_candidates.py --json FILE` writes them, and
+kernels/cutlass_gemm/base/pool_readings.json keeps the ones the pool's speeds were fitted to
+(each set with where and when it was measured). Only the shapes the table hands to the pool count
+(the `fastest` row of choice.def). For each, the wave model (spec.fastest) picks among the pool's
+builds measured there; the score is the geometric mean of the pick's speed over the best of them,
+printed overall and by where the rows start (k * 2 bytes off 64-byte half-lines, on a half-line,
+on a 128-byte line), with the worst reading.
+
+--fit searches the speeds (percent, on a --grid step from 50 to 100, each in turn, every one
+tried again until none gains; ties go to the value nearest 100, the least extreme) from the
+table's, and prints the GEMM_POOL rows of the best it found. --hold keeps a speed where the
+readings alone would move it (choice.def says why large's on-line speed is held at 100). --add
+scores a tuning build as if it were in the pool (its tile and cluster given), --drop one left out.
+"""
+import argparse
+import json
+import math
+import random
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ablate.job import plugins  # noqa: E402
+
+spec = plugins.load("cutlass_gemm").spec  # the table, the pool, the wave model
+
+READINGS = ROOT / "kernels" / "cutlass_gemm" / "base" / "pool_readings.json"
+CLASSES = ("off", "half", "on")  # where A's and B's rows start: the pool's three speeds, in order
+HOLD = {("large", "on"): 100}  # choice.def: fitted free it falls to 85 and sq4k, sq8k, prefill_n4k leave large
+
+
+def row_class(k):
+    """0, 1 or 2: rows of k * 2 bytes off 64-byte half-lines, on a half-line but off a 128-byte
+    line, on a line (the index of the pool's speed that applies, as spec.fastest reads it)."""
+    row_bytes = k * 2
+    return 2 if row_bytes % 128 == 0 else 1 if row_bytes % 64 == 0 else 0
+
+
+def load(paths):
+    """[{"set", "shape", "speeds"}] of every reading in `paths` (pool_readings.json's form: a
+    "sets" list; or gemm_candidates' --json output: shape name -> {"shape", "vs_cublas"}),
+    the readings of shapes the table does not hand to the pool left out."""
+    readings = []
+    for path in paths:
+        data = json.loads(Path(path).read_text())
+        if "sets" in data:
+            sets = [(s["name"], s["readings"]) for s in data["sets"]]
+        else:
+            sets = [(Path(path).name, [{"shape": r["shape"], "speeds": r["vs_cublas"]} for r in data.values()])]
+        for name, rows in sets:
+            for r in rows:
+                speeds = {b: v for b, v in r["speeds"].items() if b in spec.CANDIDATES}
+                if speeds and to_pool(r["shape"]):
+                    readings.append({"set": name, "shape": r["shape"], "speeds": speeds})
+    return readings
+
+
+def to_pool(shape):
+    """Whether the table's first row that holds at `shape` is `fastest` (a pool of one entry
+    named after that row tells it apart from every configuration the table names)."""
+    return spec.choice(shape, spec.SMS, pool=[(spec.FASTEST, 1, 1, 1, 1, 1, 1, 1)]) == spec.FASTEST
+
+
+def score(readings, pool):
+    """(geometric mean of the pick's speed / the best's, [(mean, worst, count) by row class],
+    the worst reading and its pick): the pool's builds measured at each reading only."""
+    logs, worst = ([], [], []), None
+    for r in readings:
+        here = [row for row in pool if row[0] in r["speeds"]]
+        if not here:
+            continue
+        pick = spec.fastest(r["shape"], spec.SMS, here)
+        ratio = r["speeds"][pick] / max(r["speeds"][row[0]] for row in here)
+        logs[row_class(r["shape"]["k"])].append(math.log(ratio))
+        if worst is None or ratio < worst[0]:
+            worst = (ratio, r, pick)
+    every = [x for c in logs for x in c]
+    if not every:
+        raise SystemExit("error: no reading measured a build of the pool at a shape the table hands to it")
+
+    def mean(xs):
+        return math.exp(sum(xs) / len(xs)) if xs else float("nan")
+    return mean(every), [(mean(c), math.exp(min(c)) if c else float("nan"), len(c)) for c in logs], worst
+
+
+def fit(readings, pool, hold, grid=5, seed=0):
+    """The pool with speeds searched as the module says (`hold`: {(name, class): speed} kept)."""
+    speeds = {row[0]: list(row[5:8]) for row in pool}
+    shapes = {row[0]: row[1:5] for row in pool}
+    for (name, cls), value in hold.items():
+        if name in speeds:
+            speeds[name][CLASSES.index(cls)] = value
+
+    def current():
+        return [(n, *shapes[n], *speeds[n]) for n in speeds]
+    best = score(readings, current())[0]
+    keys = [(n, c) for n in speeds for c in range(3) if (n, CLASSES[c]) not in hold]
+    rng = random.Random(seed)
+    gained = True
+    while gained:
+        gained = False
+        rng.shuffle(keys)
+        for name, c in keys:
+            for value in range(50, 101, grid):
+                old = speeds[name][c]
+                if value == old:
+                    continue
+                speeds[name][c] = value
+                s = score(readings, current())[0]
+                if s > best + 1e-9 or (abs(s - best) <= 1e-9 and abs(value - 100) < abs(old - 100)):
+                    gained = gained or s > best + 1e-9
+                    best = s
+                else:
+                    speeds[name][c] = old
+    return current()
+
+
+def parse_add(text):
+    """NAME=TMxTN/CMxCN -> (name, tile M, tile N, cluster M, cluster N, 100, 100, 100)."""
+    try:
+        name, rest = text.split("=")
+        tile, cluster = rest.split("/")
+        numbers = [int(x) for x in tile.split("x") + cluster.split("x")]
+        if len(numbers) != 4:
+            raise ValueError
+    except ValueError:
+        raise SystemExit(f"error: --add {text!r}: expected NAME=TMxTN/CMxCN, as n288=128x288/2x1") from None
+    if name not in spec.CANDIDATES:
+        raise SystemExit(f"error: --add {text!r}: {name!r} is not one of spec.CANDIDATES ({', '.join(spec.CANDIDATES)})")
+    return (name, *numbers, 100, 100, 100)
+
+
+def parse_hold(text):
+    """NAME:off|half|on=SPEED -> ((name, class), speed)."""
+    try:
+        key, value = text.split("=")
+        name, cls = key.split(":")
+        value = int(value)
+    except ValueError:
+        raise SystemExit(f"error: --hold {text!r}: expected NAME:off|half|on=SPEED, as large:on=100") from None
+    if cls not in CLASSES or not 1 <= value <= 100:
+        raise SystemExit(f"error: --hold {text!r}: the class must be one of {', '.join(CLASSES)} and the speed 1-100")
+    return (name, cls), value
+
+
+def describe(label, readings, pool):
+    total, by_class, (ratio, worst, pick) = score(readings, pool)
+    lines = [f"{label}: {total:.3f} of the best build measured (geometric mean over {sum(c[2] for c in by_class)} readings)"]
+    lines += [f"  rows {cls:<4} {m:.3f} (worst {w:.3f}) over {n}" for cls, (m, w, n) in zip(CLASSES, by_class)]
+    s = worst["shape"]
+    best = max((b for b in worst["speeds"] if b in {row[0] for row in pool}), key=worst["speeds"].get)
+    lines.append(f"  worst: {ratio:.3f} at m = {s['m']}, n = {s['n']}, k = {s['k']} ({worst['set']}): "
+                 f"{pick} {worst['speeds'][pick]:.3f} of cuBLAS, {best} {worst['speeds'][best]:.3f}")
+    return lines
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("--readings", nargs="+", default=[str(READINGS)], help="readings files (default: the committed ones)")
+    p.add_argument("--fit", action="store_true", help="search the speeds and print the GEMM_POOL rows found")
+    p.add_argument("--add", action="append", default=[], help="NAME=TMxTN/CMxCN: a tuning build scored as in the pool")
+    p.add_argument("--drop", action="append", default=[], help="a configuration of the pool left out")
+    p.add_argument("--hold", action="append", default=None,
+                   help="NAME:off|half|on=SPEED kept in the fit (default: large:on=100, as choice.def says)")
+    p.add_argument("--grid", type=int, default=5, help="the speeds' step in percent")
+    args = p.parse_args(argv)
+    if not 1 <= args.grid <= 50:
+        raise SystemExit(f"error: --grid {args.grid}: must be 1-50 (percent)")
+    pool = spec.pool_table()
+    unknown = [n for n in args.drop if n not in {row[0] for row in pool}]
+    if unknown:
+        raise SystemExit(f"error: --drop {unknown}: not in the pool ({', '.join(row[0] for row in pool)})")
+    pool = [row for row in pool if row[0] not in args.drop] + [parse_add(a) for a in args.add]
+    hold = dict(parse_hold(h) for h in args.hold) if args.hold is not None else dict(HOLD)
+    readings = load(args.readings)
+    print("\n".join(describe("choice.def's pool" + (" (changed by --add/--drop)" if args.add or args.drop else ""),
+                             readings, pool)))
+    if args.fit:
+        fitted = fit(readings, pool, hold, args.grid)
+        print("\n".join(describe(f"fitted (held: {', '.join(f'{n}:{c}={v}' for (n, c), v in hold.items()) or 'none'})",
+                                 readings, fitted)))
+        for name, tm, tn, cm, cn, off, half, on in fitted:
+            print(f"GEMM_POOL({name}, {tm}, {tn}, {cm}, {cn}, {off}, {half}, {on})")
+
+
+if __name__ == "__main__":
+    main()
