@@ -22,13 +22,24 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(scope="module")
 def kernels():
-    """name -> TritonKernel: the base and every pathology, built for this GPU."""
+    """name -> TritonKernel: the base and every pathology, built for this GPU (a tunable's
+    neighbour past the arch's limits is not built, as in a sweep: missing here)."""
     return loaded_pathologies("matmul_triton", PATHOLOGIES)
+
+
+@pytest.fixture(scope="module")
+def not_built():
+    """{name: why} of the pathologies no sweep builds (the build says why: cannot launch)."""
+    from ablate.tools.sanitize import build_pathologies
+
+    return build_pathologies(MATMUL, PATHOLOGIES)[2]
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=MATMUL.spec.label)
 @pytest.mark.parametrize("pathology", PATHOLOGIES)
-def test_every_variant_matches_the_reference(kernels, pathology, shape):
+def test_every_variant_matches_the_reference(kernels, not_built, pathology, shape):
+    if pathology in not_built:
+        pytest.skip(f"{pathology} is not built, as in a sweep: {not_built[pathology]}")
     out = check(kernels[pathology], MATMUL.spec.validate_shape(shape), seed=3)
     assert out["ok"], f"{pathology} on {MATMUL.spec.label(shape)}: {out['error']}"
 
