@@ -338,9 +338,10 @@ def test_the_instance_with_a_64x224_atom_is_n224():
 
 # ---- the candidates' measurement, without a GPU ---------------------------------------------
 
-def tool():
-    path = GEMM.dir.parent.parent / "tools" / "gemm_candidates.py"
-    found = importlib.util.spec_from_file_location("gemm_candidates", path)
+def tool(name="gemm_candidates"):
+    """The project's tools/NAME.py, loaded as a module."""
+    path = GEMM.dir.parent.parent / "tools" / f"{name}.py"
+    found = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(found)
     found.loader.exec_module(module)
     return module
@@ -460,18 +461,10 @@ def test_rank3_instances_with_a_64x128_atom_are_told_apart_by_the_tiles_m(name, 
 
 # ---- the pool's speeds against the committed readings (tools/gemm_fit.py) -------------------
 
-def fit_tool():
-    path = GEMM.dir.parent.parent / "tools" / "gemm_fit.py"
-    found = importlib.util.spec_from_file_location("gemm_fit", path)
-    module = importlib.util.module_from_spec(found)
-    found.loader.exec_module(module)
-    return module
-
-
 def test_the_committed_readings_name_builds_of_the_plugin_at_shapes_the_table_hands_to_the_pool():
     import json
 
-    f = fit_tool()
+    f = tool("gemm_fit")
     data = json.loads(f.READINGS.read_text())
     assert [s["name"] for s in data["sets"]] == ["probe", "random", "pool", "rerun", "eighth"]
     every = [r for s in data["sets"] for r in s["readings"]]
@@ -486,7 +479,7 @@ def test_choice_defs_pool_speeds_are_where_a_fit_to_the_committed_readings_stops
     held, as choice.def says why), the fit moves one speed by one 5% step for 0.003% of score
     (n320's on half-lines: choice.def's fit also had readings not kept). A pool edited without
     fitting again, or a wave model changed under it, fails here."""
-    f = fit_tool()
+    f = tool("gemm_fit")
     readings = f.load([f.READINGS])
     pool = SPEC.pool_table()
     here = f.score(readings, pool)[0]
@@ -501,7 +494,7 @@ def test_choice_defs_pool_speeds_are_where_a_fit_to_the_committed_readings_stops
 def test_the_fit_tool_reads_the_candidates_tools_json_and_names_bad_arguments(tmp_path, capsys):
     import json
 
-    f = fit_tool()
+    f = tool("gemm_fit")
     out = {"r3000": {"shape": {"m": 3000, "n": 3000, "k": 1000, "dtype": "fp16"},
                      "vs_cublas": {"large": 0.52, "n320": 0.83, "chosen": 0.83, "wide": 0.73}}}
     path = tmp_path / "p.json"
