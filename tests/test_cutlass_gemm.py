@@ -510,3 +510,27 @@ def test_the_fit_tool_reads_the_candidates_tools_json_and_names_bad_arguments(tm
                           (["--grid", "0"], r"--grid 0: must be 1-50")]:
         with pytest.raises(SystemExit, match=message):
             f.main(["--readings", str(path), *argv])
+
+
+def test_the_fit_tool_keeps_new_readings_as_a_named_set(tmp_path, monkeypatch, capsys):
+    import json
+    import shutil
+
+    f = tool("gemm_fit")
+    kept = tmp_path / "pool_readings.json"
+    shutil.copy(f.READINGS, kept)
+    monkeypatch.setattr(f, "READINGS", kept)
+    new = tmp_path / "p.json"
+    new.write_text(json.dumps({"r3000": {"shape": {"m": 3000, "n": 3000, "k": 1000, "dtype": "fp16"},
+                                         "vs_cublas": {"large": 0.52, "n320": 0.83, "chosen": 0.83}}}))
+    f.main(["--readings", str(kept), str(new), "--keep", "next", "--measured", "H100, 2026-11-28, abc1234"])
+    assert "kept 1 readings as the set 'next'" in capsys.readouterr().out
+    sets = json.loads(kept.read_text())["sets"]
+    assert sets[-1]["name"] == "next" and sets[-1]["measured"] == "H100, 2026-11-28, abc1234"
+    assert sets[-1]["readings"] == [{"name": "r3000", "shape": {"m": 3000, "n": 3000, "k": 1000, "dtype": "fp16"},
+                                     "speeds": {"large": 0.52, "n320": 0.83}}]
+    assert len(f.load([kept])) == 223
+    with pytest.raises(SystemExit, match=r"--keep 'next': .* has a set of that name already"):
+        f.main(["--readings", str(new), "--keep", "next", "--measured", "x"])
+    with pytest.raises(SystemExit, match=r"--keep needs --measured"):
+        f.main(["--readings", str(new), "--keep", "other"])

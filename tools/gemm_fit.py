@@ -3,6 +3,7 @@ and fitted to them.
 
     python tools/gemm_fit.py [--readings FILE.json ...] [--fit] [--add NAME=TMxTN/CMxCN ...]
                              [--drop NAME ...] [--hold NAME:off|half|on=SPEED ...] [--grid 5]
+                             [--keep NAME --measured TEXT]
 
 A reading is one shape's speed of each build measured beside cuBLAS (cuBLAS time / the build's,
 1 = as fast): `python tools/gemm_candidates.py --json FILE` writes them, and
@@ -18,6 +19,10 @@ tried again until none gains; ties go to the value nearest 100, the least extrem
 table's, and prints the GEMM_POOL rows of the best it found. --hold keeps a speed where the
 readings alone would move it (choice.def says why large's on-line speed is held at 100). --add
 scores a tuning build as if it were in the pool (its tile and cluster given), --drop one left out.
+
+--keep NAME --measured TEXT adds the readings of the other files given (gemm_candidates' JSON) to
+the committed ones as a set of that name, TEXT saying on what GPU, when and at which commit they
+were measured, so that the next fit has them too.
 """
 import argparse
 import json
@@ -124,6 +129,30 @@ def fit(readings, pool, hold, grid=5, seed=0):
     return current()
 
 
+def keep(name, measured, paths, into=None):
+    """Add every reading of `paths` (gemm_candidates' --json output; the table's `fastest` row
+    or not: the fit leaves out what does not reach the pool) to `into` (the committed readings)
+    as the set `name`; how many."""
+    into = READINGS if into is None else into
+    data = json.loads(Path(into).read_text())
+    if name in {s["name"] for s in data["sets"]}:
+        raise SystemExit(f"error: --keep {name!r}: {into} has a set of that name already")
+    if not measured.strip():
+        raise SystemExit("error: --keep needs --measured: the GPU, the date and the commit the readings are from")
+    readings = []
+    for path in paths:
+        for shape_name, r in json.loads(Path(path).read_text()).items():
+            speeds = {b: round(v, 4) for b, v in r["vs_cublas"].items() if b in spec.CANDIDATES}
+            shape = {k: r["shape"][k] for k in ("m", "n", "k", "dtype")}
+            readings.append({"name": shape_name, "shape": shape, "speeds": speeds})
+    if not readings:
+        raise SystemExit(f"error: --keep {name!r}: no readings in {', '.join(map(str, paths)) or 'no file'}")
+    data["sets"].append({"name": name, "measured": measured,
+                         "command": "python tools/gemm_candidates.py ... --json FILE", "readings": readings})
+    Path(into).write_text(json.dumps(data, indent=1) + "\n")
+    return len(readings)
+
+
 def parse_add(text):
     """NAME=TMxTN/CMxCN -> (name, tile M, tile N, cluster M, cluster N, 100, 100, 100)."""
     try:
@@ -173,7 +202,14 @@ def main(argv=None):
     p.add_argument("--hold", action="append", default=None,
                    help="NAME:off|half|on=SPEED kept in the fit (default: large:on=100, as choice.def says)")
     p.add_argument("--grid", type=int, default=5, help="the speeds' step in percent")
+    p.add_argument("--keep", default=None, help="add the other readings files to the committed ones as this set")
+    p.add_argument("--measured", default="", help="with --keep: on what GPU, when and at which commit")
     args = p.parse_args(argv)
+    if args.keep is not None:
+        others = [r for r in args.readings if Path(r).resolve() != READINGS.resolve()]
+        count = keep(args.keep, args.measured, others)
+        print(f"kept {count} readings as the set {args.keep!r} in {READINGS}")
+        args.readings = [str(READINGS)]
     if not 1 <= args.grid <= 50:
         raise SystemExit(f"error: --grid {args.grid}: must be 1-50 (percent)")
     pool = spec.pool_table()
