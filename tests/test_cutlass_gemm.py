@@ -176,8 +176,9 @@ def test_the_pool_gives_each_configuration_the_tile_and_cluster_the_kernel_defin
 
 
 @pytest.mark.parametrize("text, error", [
-    ("GEMM_POOL(huge, 128, 128, 1, 1, 50, 75, 100)\n", r"names 'huge', not one of large"),
-    ("GEMM_POOL(large, 128, 128, 1, 1, 0, 75, 100)\n", r"tiles, clusters and speeds must be at least 1"),
+    ("GEMM_POOL(huge, 128, 128, 1, 1, 50, 75, 100, 100)\n", r"names 'huge', not one of large"),
+    ("GEMM_POOL(large, 128, 128, 1, 1, 0, 75, 100, 100)\n", r"tiles, clusters and speeds must be at least 1"),
+    ("GEMM_POOL(large, 128, 128, 1, 1, 50, 75, 100)\n", r"cannot read the row"),  # the fourth speed missing
     ("GEMM_POOL(large, 128, 128, 1, 1)\n", r"cannot read the row 'GEMM_POOL\(large, 128, 128, 1, 1\)'")])
 def test_a_bad_pool_row_is_refused_naming_the_file_and_row(text, error):
     with pytest.raises(ValueError, match=rf"choice.def: .*{error}"):
@@ -189,10 +190,18 @@ def test_a_table_that_names_fastest_needs_a_pool():
         SPEC.choice_table("GEMM_CHOICE(fastest, 0, 0, 100, any)\n")
 
 
+@pytest.mark.parametrize("tiles, cluster, swizzle", [
+    ((32, 32), (1, 1), 8), ((31, 31), (1, 1), 1), ((12, 40), (1, 1), 4),  # 12 rows: 8 pads to 16, 4 does not
+    ((7, 40), (1, 1), 1),  # m = 777, n = 5000: a swizzle of 8 launched 320 tiles for 280 (base/seams.cuh)
+    ((12, 12), (1, 1), 4), ((24, 10), (2, 1), 2), ((1, 64), (1, 1), 1)])
+def test_fitted_swizzle_is_the_largest_that_pads_no_tile(tiles, cluster, swizzle):
+    assert SPEC.fitted_swizzle(*tiles, *cluster) == swizzle
+
+
 def test_fastest_times_the_waves_of_each_configurations_tiles():
     """A wave of a configuration's tiles takes tile M x tile N / speed, the speed by where the rows
     start; the pick takes least time, the first of equals."""
-    pool = [("large", 128, 128, 1, 1, 50, 75, 100), ("wide", 256, 128, 1, 2, 100, 100, 100)]
+    pool = [("large", 128, 128, 1, 1, 50, 75, 100, 100), ("wide", 256, 128, 1, 2, 100, 100, 100, 100)]
     # 1024 tiles of 128x128 (8 waves of 132) and 512 of 256x128 (4): equal work, the first wins on
     # lines; off lines (k = 4104: rows of 8208 bytes) and on half-lines (k = 4128) large is slower
     shapes = [{"m": 4096, "n": 4096, "k": k} for k in (4096, 4104, 4128)]
@@ -200,15 +209,21 @@ def test_fastest_times_the_waves_of_each_configurations_tiles():
     # 132 tiles of 128x128 fill one wave; 256x128 tiles, 66 of them, a wave of twice the work
     assert SPEC.fastest({"m": 128 * 12, "n": 128 * 11, "k": 4096}, pool=pool) == "large"
     # the cluster rounds the grid: 2 columns of 128 are one 1x2 cluster, 3 are two
-    tall = [("wide", 256, 128, 1, 2, 100, 100, 100), ("large", 128, 128, 1, 1, 100, 100, 100)]
+    tall = [("wide", 256, 128, 1, 2, 100, 100, 100, 100), ("large", 128, 128, 1, 1, 100, 100, 100, 100)]
     assert SPEC.fastest({"m": 256 * 44, "n": 128 * 3, "k": 64}, sms=132, pool=tall) == "large"
     assert SPEC.fastest({"m": 256 * 44, "n": 128 * 2, "k": 64}, sms=132, pool=tall) == "wide"
     # the speed on half-lines is its own: large at 75 against wide's 100 at equal work
-    slow_half = [("wide", 256, 128, 1, 2, 100, 50, 100), ("large", 128, 128, 1, 1, 100, 75, 100)]
+    slow_half = [("wide", 256, 128, 1, 2, 100, 50, 100, 100), ("large", 128, 128, 1, 1, 100, 75, 100, 100)]
     assert [SPEC.fastest(s, pool=slow_half) for s in shapes] == ["wide", "wide", "large"]
+    # on lines, the speed where the base's raster leaves a configuration's tiles unswizzled is its
+    # own: 31 x 31 tiles of 128x128 (no swizzle pads none) and 16 x 32 clusters of 256x128, equal
+    # work, large at 85 there; at 32 x 32 large swizzles by 8 and keeps 100
+    unswizzled = [("large", 128, 128, 1, 1, 100, 100, 100, 85), ("wide", 256, 128, 1, 2, 100, 100, 100, 100)]
+    assert [SPEC.fastest({"m": 128 * t, "n": 128 * t, "k": 4096}, pool=unswizzled) for t in (31, 32)] == ["wide", "large"]
+    assert SPEC.fastest({"m": 128 * 31, "n": 128 * 31, "k": 4104}, pool=unswizzled) == "large"  # off lines: not this speed
     table = SPEC.choice_table("GEMM_CHOICE(skinny, 128, 0, 100, any)\nGEMM_CHOICE(fastest, 0, 0, 100, any)\n"
-                              "GEMM_POOL(large, 128, 128, 1, 1, 50, 75, 100)\n"
-                              "GEMM_POOL(wide, 256, 128, 1, 2, 100, 100, 100)\n")
+                              "GEMM_POOL(large, 128, 128, 1, 1, 50, 75, 100, 100)\n"
+                              "GEMM_POOL(wide, 256, 128, 1, 2, 100, 100, 100, 100)\n")
     assert SPEC.choice({"m": 64, "n": 4096, "k": 4104}, table=table, pool=pool) == "skinny"
     assert SPEC.choice(shapes[1], table=table, pool=pool) == "wide"
 
@@ -307,8 +322,8 @@ def test_the_kernel_compiles_the_table_spec_choice_reads(built_kernels):
     choose = lib.ablate_cutlass_gemm_choice
     choose.restype, choose.argtypes = ctypes.c_char_p, [ctypes.c_int] * 4
     for sms in (132, 114, 78):
-        for m in (1, 63, 64, 127, 128, 129, 256, 1000, 1500, 3000, 8192):
-            for n in (8, 1000, 1496, 4096, 5000, 14336, 128 * sms):
+        for m in (1, 63, 64, 127, 128, 129, 256, 1000, 1500, 3000, 3968, 8192):
+            for n in (8, 1000, 1496, 3968, 4096, 5000, 14336, 128 * sms):
                 for k in (8, 64, 1000, 1024, 1056, 4104):
                     want = SPEC.choice({"m": m, "n": n, "k": k}, sms=sms)
                     assert choose(m, n, k, sms).decode() == want, (m, n, k, sms)
@@ -474,21 +489,23 @@ def test_the_committed_readings_name_builds_of_the_plugin_at_shapes_the_table_ha
     assert not f.to_pool({"m": 64, "n": 4096, "k": 4096, "dtype": "fp16"})  # skinny's row, not the pool's
 
 
-def test_choice_defs_pool_speeds_are_where_a_fit_to_the_committed_readings_stops():
-    """The speeds in base/choice.def are the fit's: searched from them (large's on-line speed
-    held, as choice.def says why), the fit moves one speed by one 5% step for 0.003% of score
-    (n320's on half-lines: choice.def's fit also had readings not kept). A pool edited without
-    fitting again, or a wave model changed under it, fails here."""
+def test_choice_defs_pool_speeds_are_where_a_fit_to_the_committed_readings_stops(capsys):
+    """The speeds in base/choice.def are the fit's: searched from them, the fit gains less than
+    0.2% of score (it moves n320's and n160_coop's on-line speeds by a step or two, for 0.06%:
+    choice.def keeps the ninth session's, fitted with readings not kept). A pool edited without
+    fitting again, or a wave model changed under it, fails here. Large's on-line speed stays at
+    100 with nothing held: the unswizzled speed (85) is what pulled it down before."""
     f = tool("gemm_fit")
     readings = f.load([f.READINGS])
     pool = SPEC.pool_table()
     here = f.score(readings, pool)[0]
-    fitted = f.fit(readings, pool, f.HOLD)
-    assert here > 0.98 and 0 <= f.score(readings, fitted)[0] - here < 1e-4
-    moved = {(a[0], i, a[i], b[i]) for a, b in zip(pool, fitted) for i in range(5, 8) if a[i] != b[i]}
-    assert moved <= {("n320", 6, 95, 100)}
-    freed = f.fit(readings, pool, {})  # large's on-line speed let go scores these readings better
-    assert f.score(readings, freed)[0] > here + 0.005 and dict((r[0], r[7]) for r in freed)["large"] < 100
+    fitted = f.fit(readings, pool, {})
+    assert here > 0.99 and 0 <= f.score(readings, fitted)[0] - here < 0.002
+    f.main(["--fit", "--holdout", "eighth"])  # the fit without a set, both pools scored on it after
+    out = capsys.readouterr().out
+    assert "over 210 readings" in out and "held out (eighth), choice.def's pool" in out and "held out (eighth), fitted" in out
+    speeds = {name: numbers[4:] for name, *numbers in fitted}
+    assert speeds["large"] == [70, 80, 100, 85] and speeds["wide"][3] == 95
 
 
 def test_the_fit_tool_reads_the_candidates_tools_json_and_names_bad_arguments(tmp_path, capsys):
@@ -507,7 +524,8 @@ def test_the_fit_tool_reads_the_candidates_tools_json_and_names_bad_arguments(tm
                           (["--add", "huge=1x1/1x1"], r"'huge' is not one of spec.CANDIDATES"),
                           (["--hold", "large:up=90"], r"the class must be one of off, half, on"),
                           (["--drop", "skinny"], r"--drop \['skinny'\]: not in the pool"),
-                          (["--grid", "0"], r"--grid 0: must be 1-50")]:
+                          (["--grid", "0"], r"--grid 0: must be 1-50"),
+                          (["--holdout", "nope"], r"--holdout \['nope'\]: no such set \(p.json\)")]:
         with pytest.raises(SystemExit, match=message):
             f.main(["--readings", str(path), *argv])
 

@@ -2,8 +2,8 @@
 and fitted to them.
 
     python tools/gemm_fit.py [--readings FILE.json ...] [--fit] [--add NAME=TMxTN/CMxCN ...]
-                             [--drop NAME ...] [--hold NAME:off|half|on=SPEED ...] [--grid 5]
-                             [--keep NAME --measured TEXT]
+                             [--drop NAME ...] [--hold NAME:off|half|on|unswizzled=SPEED ...] [--grid 5]
+                             [--holdout SET ...] [--keep NAME --measured TEXT]
 
 A reading is one shape's speed of each build measured beside cuBLAS (cuBLAS time / the build's,
 1 = as fast): `python tools/gemm_candidates.py --json FILE` writes them, and
@@ -17,8 +17,11 @@ on a 128-byte line), with the worst reading.
 --fit searches the speeds (percent, on a --grid step from 50 to 100, each in turn, every one
 tried again until none gains; ties go to the value nearest 100, the least extreme) from the
 table's, and prints the GEMM_POOL rows of the best it found. --hold keeps a speed where the
-readings alone would move it (choice.def says why large's on-line speed is held at 100). --add
+readings alone would move it. --add
 scores a tuning build as if it were in the pool (its tile and cluster given), --drop one left out.
+
+--holdout SET leaves a set of readings out of the fit and scores both pools on it after: how
+well the fitted speeds hold where they were not fitted.
 
 --keep NAME --measured TEXT adds the readings of the other files given (gemm_candidates' JSON) to
 the committed ones as a set of that name, TEXT saying on what GPU, when and at which commit they
@@ -39,8 +42,8 @@ from ablate.job import plugins  # noqa: E402
 spec = plugins.load("cutlass_gemm").spec  # the table, the pool, the wave model
 
 READINGS = ROOT / "kernels" / "cutlass_gemm" / "base" / "pool_readings.json"
-CLASSES = ("off", "half", "on")  # where A's and B's rows start: the pool's three speeds, in order
-HOLD = {("large", "on"): 100}  # choice.def: fitted free it falls to 85 and sq4k, sq8k, prefill_n4k leave large
+CLASSES = ("off", "half", "on", "unswizzled")  # the pool's four speeds, in order (the last: on a line, unswizzled)
+HOLD = {}  # speeds kept by default (none: since the unswizzled speed, large's on-line one fits at 100)
 
 
 def row_class(k):
@@ -72,7 +75,7 @@ def load(paths):
 def to_pool(shape):
     """Whether the table's first row that holds at `shape` is `fastest` (a pool of one entry
     named after that row tells it apart from every configuration the table names)."""
-    return spec.choice(shape, spec.SMS, pool=[(spec.FASTEST, 1, 1, 1, 1, 1, 1, 1)]) == spec.FASTEST
+    return spec.choice(shape, spec.SMS, pool=[(spec.FASTEST, 1, 1, 1, 1, 1, 1, 1, 1)]) == spec.FASTEST
 
 
 def score(readings, pool):
@@ -99,7 +102,7 @@ def score(readings, pool):
 
 def fit(readings, pool, hold, grid=5, seed=0):
     """The pool with speeds searched as the module says (`hold`: {(name, class): speed} kept)."""
-    speeds = {row[0]: list(row[5:8]) for row in pool}
+    speeds = {row[0]: list(row[5:9]) for row in pool}
     shapes = {row[0]: row[1:5] for row in pool}
     for (name, cls), value in hold.items():
         if name in speeds:
@@ -108,7 +111,7 @@ def fit(readings, pool, hold, grid=5, seed=0):
     def current():
         return [(n, *shapes[n], *speeds[n]) for n in speeds]
     best = score(readings, current())[0]
-    keys = [(n, c) for n in speeds for c in range(3) if (n, CLASSES[c]) not in hold]
+    keys = [(n, c) for n in speeds for c in range(len(CLASSES)) if (n, CLASSES[c]) not in hold]
     rng = random.Random(seed)
     gained = True
     while gained:
@@ -154,7 +157,7 @@ def keep(name, measured, paths, into=None):
 
 
 def parse_add(text):
-    """NAME=TMxTN/CMxCN -> (name, tile M, tile N, cluster M, cluster N, 100, 100, 100)."""
+    """NAME=TMxTN/CMxCN -> (name, tile M, tile N, cluster M, cluster N, 100, 100, 100, 100)."""
     try:
         name, rest = text.split("=")
         tile, cluster = rest.split("/")
@@ -165,17 +168,17 @@ def parse_add(text):
         raise SystemExit(f"error: --add {text!r}: expected NAME=TMxTN/CMxCN, as n288=128x288/2x1") from None
     if name not in spec.CANDIDATES:
         raise SystemExit(f"error: --add {text!r}: {name!r} is not one of spec.CANDIDATES ({', '.join(spec.CANDIDATES)})")
-    return (name, *numbers, 100, 100, 100)
+    return (name, *numbers, 100, 100, 100, 100)
 
 
 def parse_hold(text):
-    """NAME:off|half|on=SPEED -> ((name, class), speed)."""
+    """NAME:off|half|on|unswizzled=SPEED -> ((name, class), speed)."""
     try:
         key, value = text.split("=")
         name, cls = key.split(":")
         value = int(value)
     except ValueError:
-        raise SystemExit(f"error: --hold {text!r}: expected NAME:off|half|on=SPEED, as large:on=100") from None
+        raise SystemExit(f"error: --hold {text!r}: expected NAME:off|half|on|unswizzled=SPEED, as large:on=100") from None
     if cls not in CLASSES or not 1 <= value <= 100:
         raise SystemExit(f"error: --hold {text!r}: the class must be one of {', '.join(CLASSES)} and the speed 1-100")
     return (name, cls), value
@@ -184,7 +187,7 @@ def parse_hold(text):
 def describe(label, readings, pool):
     total, by_class, (ratio, worst, pick) = score(readings, pool)
     lines = [f"{label}: {total:.3f} of the best build measured (geometric mean over {sum(c[2] for c in by_class)} readings)"]
-    lines += [f"  rows {cls:<4} {m:.3f} (worst {w:.3f}) over {n}" for cls, (m, w, n) in zip(CLASSES, by_class)]
+    lines += [f"  rows {cls:<4} {m:.3f} (worst {w:.3f}) over {n}" for cls, (m, w, n) in zip(CLASSES[:3], by_class)]
     s = worst["shape"]
     best = max((b for b in worst["speeds"] if b in {row[0] for row in pool}), key=worst["speeds"].get)
     lines.append(f"  worst: {ratio:.3f} at m = {s['m']}, n = {s['n']}, k = {s['k']} ({worst['set']}): "
@@ -200,8 +203,10 @@ def main(argv=None):
     p.add_argument("--add", action="append", default=[], help="NAME=TMxTN/CMxCN: a tuning build scored as in the pool")
     p.add_argument("--drop", action="append", default=[], help="a configuration of the pool left out")
     p.add_argument("--hold", action="append", default=None,
-                   help="NAME:off|half|on=SPEED kept in the fit (default: large:on=100, as choice.def says)")
+                   help="NAME:off|half|on|unswizzled=SPEED kept in the fit (default: none)")
     p.add_argument("--grid", type=int, default=5, help="the speeds' step in percent")
+    p.add_argument("--holdout", action="append", default=[],
+                   help="a set of the readings the fit does not see; both pools are scored on it after")
     p.add_argument("--keep", default=None, help="add the other readings files to the committed ones as this set")
     p.add_argument("--measured", default="", help="with --keep: on what GPU, when and at which commit")
     args = p.parse_args(argv)
@@ -219,14 +224,22 @@ def main(argv=None):
     pool = [row for row in pool if row[0] not in args.drop] + [parse_add(a) for a in args.add]
     hold = dict(parse_hold(h) for h in args.hold) if args.hold is not None else dict(HOLD)
     readings = load(args.readings)
+    unknown = sorted(set(args.holdout) - {r["set"] for r in readings})
+    if unknown:
+        raise SystemExit(f"error: --holdout {unknown}: no such set ({', '.join(sorted({r['set'] for r in readings}))})")
+    held_out = [r for r in readings if r["set"] in args.holdout]
+    readings = [r for r in readings if r["set"] not in args.holdout]
     print("\n".join(describe("choice.def's pool" + (" (changed by --add/--drop)" if args.add or args.drop else ""),
                              readings, pool)))
     if args.fit:
         fitted = fit(readings, pool, hold, args.grid)
         print("\n".join(describe(f"fitted (held: {', '.join(f'{n}:{c}={v}' for (n, c), v in hold.items()) or 'none'})",
                                  readings, fitted)))
-        for name, tm, tn, cm, cn, off, half, on in fitted:
-            print(f"GEMM_POOL({name}, {tm}, {tn}, {cm}, {cn}, {off}, {half}, {on})")
+        if held_out:
+            for label, which in (("choice.def's pool", pool), ("fitted", fitted)):
+                print("\n".join(describe(f"held out ({', '.join(args.holdout)}), {label}", held_out, which)))
+        for name, *numbers in fitted:
+            print(f"GEMM_POOL({name}, {', '.join(map(str, numbers))})")
 
 
 if __name__ == "__main__":

@@ -144,7 +144,7 @@ FORCE_MACRO = "ABLATE_GEMM_FORCE"
 CHOICE_FILE = Path(__file__).parent / "base" / "choice.def"
 ROWS = ("any", "off_line")  # the table's rows column (base/cutlass_gemm.cu's Rows)
 _ROW = re.compile(r"^GEMM_CHOICE\((\w+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\w+)\)[ \t]*$", re.M)
-_POOL = re.compile(r"^GEMM_POOL\((\w+)((?:,\s*\d+){7})\)[ \t]*$")
+_POOL = re.compile(r"^GEMM_POOL\((\w+)((?:,\s*\d+){8})\)[ \t]*$")
 FASTEST = "fastest"  # a row's configuration chosen by the wave model among the pool (base/choice.def)
 # The seams each configuration takes (base/cutlass_gemm.cu's Candidate): large all, the others
 # have their own tile, cluster and schedule. A pathology whose seam does not reach the
@@ -188,10 +188,12 @@ def choice_table(text=None):
 
 def pool_table(text=None):
     """[(configuration, tile M, tile N, cluster M, cluster N, speed %: rows off 64-byte half-lines,
-    on a half-line but off a 128-byte line, on a line)] of base/choice.def's GEMM_POOL rows (or of
-    `text`): what `fastest` chooses among."""
+    on a half-line but off a 128-byte line, on a line, on a line where the base's raster leaves
+    the tiles unswizzled)] of base/choice.def's GEMM_POOL rows (or of `text`): what `fastest`
+    chooses among."""
     pool = []
-    usage = "GEMM_POOL(name, tile_m, tile_n, cluster_m, cluster_n, speed_off, speed_half, speed_on)"
+    usage = ("GEMM_POOL(name, tile_m, tile_n, cluster_m, cluster_n, speed_off, speed_half, speed_on, "
+             "speed_on_unswizzled)")
     for line, match in _matched_rows(text, "GEMM_POOL", _POOL, usage):
         name, numbers = match.group(1), [int(x) for x in match.group(2).split(",")[1:]]
         if name not in CANDIDATES:
@@ -222,19 +224,45 @@ def off_line(k):
     return k * 2 % 128 != 0
 
 
+def _log_swizzle(blocks_m, blocks_n, max_swizzle):
+    """CUTLASS's PersistentTileSchedulerSm90Params::get_log_swizzle_size."""
+    shorter = min(blocks_m, blocks_n)
+    return (3 if max_swizzle >= 8 and shorter >= 6 else 2 if max_swizzle >= 4 and shorter >= 3
+            else 1 if max_swizzle >= 2 and shorter >= 2 else 0)
+
+
+def fitted_swizzle(tiles_m, tiles_n, cluster_m, cluster_n):
+    """The swizzle the base's raster (base/seams.cuh: Fitted) runs a grid of tiles_m x tiles_n
+    output tiles under: the largest allowed (8, 4, 2, 1) that launches no padded tile, as
+    CUTLASS's scheduler then takes it (1: the tiles walked unswizzled)."""
+    blocks_m, blocks_n = -(-tiles_m // cluster_m) * cluster_m, -(-tiles_n // cluster_n) * cluster_n
+
+    def launched(most):
+        s = 1 << _log_swizzle(blocks_m, blocks_n, most)
+        return -(-blocks_m // (s * cluster_m)) * s * cluster_m * (-(-blocks_n // (s * cluster_n)) * s * cluster_n)
+    most = 8
+    while most > 1 and launched(most) > launched(1):
+        most //= 2
+    return 1 << _log_swizzle(blocks_m, blocks_n, most)
+
+
 def fastest(shape, sms=SMS, pool=None):
     """The pool's configuration whose waves of tiles take least time at `shape`: tiles of
     ceil(m / tile M) x ceil(n / tile N), each side rounded up to the cluster's, run in waves of
     `sms`, a wave taking tile M x tile N / speed, the speed by where A's and B's rows of k * 2
-    bytes start (off 64-byte half-lines, on one but off a 128-byte line, on a line); the first of
-    equals (base/cutlass_gemm.cu's fastest_config, which compares the same fractions)."""
+    bytes start (off 64-byte half-lines, on one but off a 128-byte line, on a line, and there by
+    whether the base's raster swizzles the tiles: fitted_swizzle); the first of equals
+    (base/cutlass_gemm.cu's fastest_config, which compares the same fractions)."""
     m, n, row_bytes = shape["m"], shape["n"], shape["k"] * 2
     best = None
     for name, tile_m, tile_n, cluster_m, cluster_n, *speeds in pool_table() if pool is None else pool:
         rows, cols = -(-m // tile_m), -(-n // tile_n)
         tiles = -(-rows // cluster_m) * cluster_m * (-(-cols // cluster_n) * cluster_n)
         work = -(-tiles // sms) * tile_m * tile_n
-        speed = speeds[2] if row_bytes % 128 == 0 else speeds[1] if row_bytes % 64 == 0 else speeds[0]
+        if row_bytes % 128 == 0:
+            speed = speeds[2] if fitted_swizzle(rows, cols, cluster_m, cluster_n) > 1 else speeds[3]
+        else:
+            speed = speeds[1] if row_bytes % 64 == 0 else speeds[0]
         if best is None or work * best[2] < best[1] * speed:
             best = (name, work, speed)
     return best[0]

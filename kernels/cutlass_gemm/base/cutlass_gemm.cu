@@ -336,18 +336,27 @@ static bool holds(int max_m, int max_n, int max_efficiency, Rows rows, int m, in
 // base/choice.def's `fastest`: of its GEMM_POOL rows, the configuration whose waves of tiles take
 // least time, a wave of tile_m x tile_n tiles taking tile_m * tile_n / speed, the speed by where
 // A's and B's rows start: off 64-byte half-lines, on a half-line but off a 128-byte line, or on a
-// line (spec.fastest computes the same). Times are compared as fractions, in integers: equal ones
-// keep the first.
+// line, and there by whether the base's raster (Fitted, whatever raster a variant runs: the pick
+// is the base's) swizzles the configuration's grid (spec.fastest computes the same). Times are
+// compared as fractions, in integers: equal ones keep the first.
+static int64_t pool_speed(int64_t row_bytes, TileGrid grid, int speed_off, int speed_half, int speed_on,
+                          int speed_on_unswizzled) {
+  if (row_bytes % 128 != 0) return row_bytes % 64 == 0 ? speed_half : speed_off;
+  const int most = Fitted::swizzle(grid);
+  using Params = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90Params;
+  const int blocks_m = cutlass::round_up(grid.tiles_m, grid.cluster_m), blocks_n = cutlass::round_up(grid.tiles_n, grid.cluster_n);
+  return Params::get_log_swizzle_size(blocks_m, blocks_n, most) > 0 ? speed_on : speed_on_unswizzled;
+}
 static int fastest_config(int m, int n, int k, int sms) {
   const int64_t row_bytes = int64_t(k) * 2;
   int best = 0;
   int64_t best_work = 0, best_speed = 1;
-#define GEMM_POOL(config, tile_m, tile_n, cluster_m, cluster_n, speed_off, speed_half, speed_on)            \
+#define GEMM_POOL(config, tile_m, tile_n, cluster_m, cluster_n, ...)                                       \
   {                                                                                                        \
     const int64_t rows = (int64_t(m) + tile_m - 1) / tile_m, cols = (int64_t(n) + tile_n - 1) / tile_n;    \
     const int64_t tiles = (rows + cluster_m - 1) / cluster_m * cluster_m * ((cols + cluster_n - 1) / cluster_n * cluster_n); \
     const int64_t work = (tiles + sms - 1) / sms * tile_m * tile_n;                                        \
-    const int64_t speed = row_bytes % 128 == 0 ? speed_on : row_bytes % 64 == 0 ? speed_half : speed_off;  \
+    const int64_t speed = pool_speed(row_bytes, TileGrid{int(rows), int(cols), cluster_m, cluster_n}, __VA_ARGS__); \
     if (best == 0 || work * best_speed < best_work * speed) best = config, best_work = work, best_speed = speed; \
   }
 #define GEMM_CHOICE(...)
