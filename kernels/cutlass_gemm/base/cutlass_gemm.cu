@@ -342,10 +342,7 @@ static bool holds(int max_m, int max_n, int max_efficiency, Rows rows, int m, in
 static int64_t pool_speed(int64_t row_bytes, TileGrid grid, int speed_off, int speed_half, int speed_on,
                           int speed_on_unswizzled) {
   if (row_bytes % 128 != 0) return row_bytes % 64 == 0 ? speed_half : speed_off;
-  const int most = Fitted::swizzle(grid);
-  using Params = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90Params;
-  const int blocks_m = cutlass::round_up(grid.tiles_m, grid.cluster_m), blocks_n = cutlass::round_up(grid.tiles_n, grid.cluster_n);
-  return Params::get_log_swizzle_size(blocks_m, blocks_n, most) > 0 ? speed_on : speed_on_unswizzled;
+  return Fitted::walked(grid) > 1 ? speed_on : speed_on_unswizzled;
 }
 static int fastest_config(int m, int n, int k, int sms) {
   const int64_t row_bytes = int64_t(k) * 2;

@@ -109,17 +109,21 @@ struct Swizzled {  // tiles walked in groups of kSwizzle along the shorter side 
 // where nothing is padded (8 is kept: sq4k, the m = 3000 rows), 0.617 -> 0.774 of cuBLAS at
 // m = n = 1500 and 0.561 -> 0.830 at m = 1200, n = 2000 (docs/benchmarks.md, "The eighth session").
 struct Fitted {
-  static long launched(TileGrid g, int max_swizzle) {  // as the scheduler's Params::initialize counts
+  static int taken(TileGrid g, int max_swizzle) {  // the swizzle the scheduler takes, as Params::initialize does
     using Params = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90Params;
-    const int blocks_m = cutlass::round_up(g.tiles_m, g.cluster_m), blocks_n = cutlass::round_up(g.tiles_n, g.cluster_n);
-    const int swizzle = 1 << Params::get_log_swizzle_size(blocks_m, blocks_n, max_swizzle);
-    return long(cutlass::round_up(blocks_m, swizzle * g.cluster_m)) * cutlass::round_up(blocks_n, swizzle * g.cluster_n);
+    return 1 << Params::get_log_swizzle_size(cutlass::round_up(g.tiles_m, g.cluster_m),
+                                             cutlass::round_up(g.tiles_n, g.cluster_n), max_swizzle);
+  }
+  static long launched(TileGrid g, int max_swizzle) {  // the tiles it launches, padded ones included
+    const int swizzle = taken(g, max_swizzle);
+    return long(cutlass::round_up(g.tiles_m, swizzle * g.cluster_m)) * cutlass::round_up(g.tiles_n, swizzle * g.cluster_n);
   }
   static int swizzle(TileGrid g) {
     int s = Swizzled::kSwizzle;
     while (s > 1 && launched(g, s) > launched(g, 1)) s /= 2;
     return s;
   }
+  static int walked(TileGrid g) { return taken(g, swizzle(g)); }  // 1: the grid walked unswizzled
   template <class A> static void apply(A& scheduler, TileGrid g) {
     scheduler.max_swizzle_size = swizzle(g);
     using Order = decltype(scheduler.raster_order);
