@@ -17,8 +17,8 @@ on a 128-byte line), with the worst reading.
 --fit searches the speeds (percent, on a --grid step from 50 to 100, each in turn, every one
 tried again until none gains; ties go to the value nearest 100, the least extreme) from the
 table's, and prints the GEMM_POOL rows of the best it found. --hold keeps a speed where the
-readings alone would move it. --add
-scores a tuning build as if it were in the pool (its tile and cluster given), --drop one left out.
+readings alone would move it, --add scores a tuning build as if it were in the pool (its tile and
+cluster given), --drop leaves one out.
 
 --holdout SET leaves a set of readings out of the fit and scores both pools on it after: how
 well the fitted speeds hold where they were not fitted.
@@ -48,7 +48,8 @@ HOLD = {}  # speeds kept by default (none: since the unswizzled speed, large's o
 
 def row_class(k):
     """0, 1 or 2: rows of k * 2 bytes off 64-byte half-lines, on a half-line but off a 128-byte
-    line, on a line (the index of the pool's speed that applies, as spec.fastest reads it)."""
+    line, on a line (the readings' classes; on a line spec.fastest reads each configuration's
+    fourth speed instead where the base's raster walks its grid unswizzled)."""
     row_bytes = k * 2
     return 2 if row_bytes % 128 == 0 else 1 if row_bytes % 64 == 0 else 0
 
