@@ -46,14 +46,6 @@ CLASSES = ("off", "half", "on", "unswizzled")  # the pool's four speeds, in orde
 HOLD = {}  # speeds kept by default (none: since the unswizzled speed, large's on-line one fits at 100)
 
 
-def row_class(k):
-    """0, 1 or 2: rows of k * 2 bytes off 64-byte half-lines, on a half-line but off a 128-byte
-    line, on a line (the readings' classes; on a line spec.fastest reads each configuration's
-    fourth speed instead where the base's raster walks its grid unswizzled)."""
-    row_bytes = k * 2
-    return 2 if row_bytes % 128 == 0 else 1 if row_bytes % 64 == 0 else 0
-
-
 def load(paths):
     """[{"set", "shape", "speeds"}] of every reading in `paths` (pool_readings.json's form: a
     "sets" list; or gemm_candidates' --json output: shape name -> {"shape", "vs_cublas"}),
@@ -89,7 +81,7 @@ def score(readings, pool):
             continue
         pick = spec.fastest(r["shape"], spec.SMS, here)
         ratio = r["speeds"][pick] / max(r["speeds"][row[0]] for row in here)
-        logs[row_class(r["shape"]["k"])].append(math.log(ratio))
+        logs[spec.row_class(r["shape"]["k"])].append(math.log(ratio))
         if worst is None or ratio < worst[0]:
             worst = (ratio, r, pick)
     every = [x for c in logs for x in c]

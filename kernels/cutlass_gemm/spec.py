@@ -219,6 +219,13 @@ def wave_efficiency(m, n, sms=SMS):
     return tiles * 100 // (waves * sms)
 
 
+def row_class(k):
+    """0, 1 or 2: A's and B's rows (k elements of 2 bytes) start off 64-byte half-lines, on a
+    half-line but off a 128-byte line, on a line (the pool's speeds by class: fastest)."""
+    row_bytes = k * 2
+    return 2 if row_bytes % 128 == 0 else 1 if row_bytes % 64 == 0 else 0
+
+
 def off_line(k):
     """Whether A's and B's rows (k elements of 2 bytes) start off 128-byte lines (base/cutlass_gemm.cu's off_line)."""
     return k * 2 % 128 != 0
@@ -253,16 +260,15 @@ def fastest(shape, sms=SMS, pool=None):
     bytes start (off 64-byte half-lines, on one but off a 128-byte line, on a line, and there by
     whether the base's raster swizzles the tiles: fitted_swizzle); the first of equals
     (base/cutlass_gemm.cu's fastest_config, which compares the same fractions)."""
-    m, n, row_bytes = shape["m"], shape["n"], shape["k"] * 2
+    m, n, rows_class = shape["m"], shape["n"], row_class(shape["k"])
     best = None
     for name, tile_m, tile_n, cluster_m, cluster_n, *speeds in pool_table() if pool is None else pool:
         rows, cols = -(-m // tile_m), -(-n // tile_n)
         tiles = -(-rows // cluster_m) * cluster_m * (-(-cols // cluster_n) * cluster_n)
         work = -(-tiles // sms) * tile_m * tile_n
-        if row_bytes % 128 == 0:
-            speed = speeds[2] if fitted_swizzle(rows, cols, cluster_m, cluster_n) > 1 else speeds[3]
-        else:
-            speed = speeds[1] if row_bytes % 64 == 0 else speeds[0]
+        speed = speeds[rows_class]
+        if rows_class == 2 and fitted_swizzle(rows, cols, cluster_m, cluster_n) == 1:
+            speed = speeds[3]
         if best is None or work * best[2] < best[1] * speed:
             best = (name, work, speed)
     return best[0]
