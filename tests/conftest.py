@@ -216,16 +216,22 @@ def loaded_pathologies(kernel, names):
     """{pathology name: the variant loaded to run} (a Kernel, or a TritonKernel for a Triton
     plugin): each of `names` composed and built as the sanitizer builds them (one build, into
     the project's build folder, which a sweep run before has filled); a variant that fails to
-    build fails the test that asked, with its log."""
+    build fails the test that asked, with its log. Those no sweep builds are missing:
+    built_pathologies says why."""
+    return built_pathologies(kernel, names)[0]
+
+
+def built_pathologies(kernel, names):
+    """(loaded_pathologies' dict, {pathology name: why no sweep builds it}) from one build."""
     from ablate.build.library import load
     from ablate.job import plugins
     from ablate.tools.sanitize import build_pathologies
 
     plugin = plugins.load(kernel)
-    _, results, _ = build_pathologies(plugin, names)
+    _, results, declared = build_pathologies(plugin, names)
     for name, result in results.items():
         assert result.ok, f"{name} failed to build:\n{result.log}"
-    return {name: load(result.lib, plugin.spec) for name, result in results.items()}
+    return {name: load(result.lib, plugin.spec) for name, result in results.items()}, declared
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 from ablate.gpu.check import check, compare, poisoned_inputs  # noqa: E402
 from ablate.job import plugins  # noqa: E402
 
-from conftest import loaded_pathologies  # noqa: E402
+from conftest import built_pathologies  # noqa: E402
 MATMUL = plugins.load("matmul_triton")
 PATHOLOGIES = sorted(MATMUL.options("pathology"), key=lambda n: n != "none")  # the base first
 SHAPES = [*MATMUL.spec.SANITIZE_SHAPES, {"m": 4096, "n": 4096, "k": 4096, "dtype": "bf16"},
@@ -21,18 +21,20 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
-def kernels():
-    """name -> TritonKernel: the base and every pathology, built for this GPU (a tunable's
-    neighbour past the arch's limits is not built, as in a sweep: missing here)."""
-    return loaded_pathologies("matmul_triton", PATHOLOGIES)
+def built():
+    """(name -> TritonKernel of the base and every pathology built for this GPU, {name: why}
+    of those no sweep builds: a tunable's neighbour past the arch's limits cannot launch)."""
+    return built_pathologies("matmul_triton", PATHOLOGIES)
 
 
 @pytest.fixture(scope="module")
-def not_built():
-    """{name: why} of the pathologies no sweep builds (the build says why: cannot launch)."""
-    from ablate.tools.sanitize import build_pathologies
+def kernels(built):
+    return built[0]
 
-    return build_pathologies(MATMUL, PATHOLOGIES)[2]
+
+@pytest.fixture(scope="module")
+def not_built(built):
+    return built[1]
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=MATMUL.spec.label)
