@@ -93,11 +93,24 @@ def test_wave_efficiency_counts_the_last_wave_whole():
 @pytest.mark.parametrize("m, n, k, want", [
     (1, 4096, 1000, "skinny_splitk"), (16, 4096, 4096, "skinny_splitk"),  # m <= 16, 64x128 tiles on few SMs
     (16, 14336, 4096, "skinny_n128"), (1, 4360, 1032, "skinny_n128"),  # m <= 16 otherwise
-    (17, 4096, 1000, "skinny"), (64, 4096, 4096, "skinny"), (128, 4096, 1000, "skinny"),  # m <= 128
-    (200, 1000, 1000, "skinny"), (129, 8, 8, "skinny"),  # m <= 256 with the last wave at most a quarter busy
-    (256, 4096, 4096, "skinny_n128"), (129, 128 * 33, 64, "skinny_n128"),  # m <= 256 up to half a wave, rows on lines
-    (256, 4096, 1000, "large"),  # the same, rows off 128-byte lines
-    (129, 128 * 66, 4096, "large"), (256, 14336, 4096, "large"), (256, 14336, 1000, "large"),  # m <= 256, over half
+    (17, 4096, 1000, "skinny"), (64, 4096, 4096, "skinny"), (64, 14336, 4096, "skinny"),  # m <= 64
+    (32, 14336, 4096, "skinny"),
+    # m 65-128 by 64-row tiles (the eleventh session's probe and random shapes): skinny to 12% of a
+    # wave (m = 100, n = 2040), then n128_2x1 where rows are off lines or past 25%, skinny_n128 on
+    # lines to 25%; at m = 128 skinny to 25%, n128_2x1 past it
+    (100, 2040, 1000, "skinny"), (125, 1320, 3000, "skinny"), (72, 4096, 1000, "n128_2x1"),
+    (125, 4168, 4104, "n128_2x1"), (96, 4096, 4096, "skinny_n128"), (112, 4096, 4096, "skinny_n128"),
+    (72, 14336, 4096, "n128_2x1"), (96, 8192, 1000, "n128_2x1"), (118, 13008, 1536, "n128_2x1"),
+    (128, 4096, 1000, "skinny"), (128, 4096, 4096, "skinny"), (128, 8192, 4096, "n128_2x1"), (128, 14336, 1000, "n128_2x1"),
+    (200, 1000, 1000, "skinny"), (129, 8, 8, "skinny"), (254, 1408, 1024, "skinny"),  # m <= 256 with the last wave at most a quarter busy
+    # m 129-192: n128_2x1 where rows are off lines, skinny_n128 on lines, at any wave efficiency
+    (136, 4096, 1000, "n128_2x1"), (150, 11968, 1000, "n128_2x1"), (192, 12720, 4104, "n128_2x1"),
+    (160, 4096, 4096, "skinny_n128"), (176, 14336, 4096, "skinny_n128"), (129, 128 * 66, 4096, "skinny_n128"),
+    # m 193-256 up to half a wave: n128_2x1 where rows are off lines, skinny_n128 on lines
+    (256, 4096, 1000, "n128_2x1"), (194, 3936, 3000, "n128_2x1"), (256, 4096, 4096, "skinny_n128"),
+    (233, 3280, 2048, "skinny_n128"),
+    # m 193-256 over half a wave: large
+    (256, 14336, 4096, "large"), (256, 14336, 1000, "large"), (241, 6120, 4096, "large"), (213, 10120, 4104, "large"),
     # m > 256, rows on lines, up to half a wave: skinny_n128 where n <= 1024, else large
     (512, 1024, 4096, "skinny_n128"), (1000, 1000, 1024, "skinny_n128"), (257, 8, 64, "skinny_n128"),
     (512, 1032, 4096, "large"), (600, 1504, 2048, "large"),
@@ -547,7 +560,7 @@ def test_the_fit_tool_keeps_new_readings_as_a_named_set(tmp_path, monkeypatch, c
     assert sets[-1]["name"] == "next" and sets[-1]["measured"] == "H100, 2026-11-28, abc1234"
     assert sets[-1]["readings"] == [{"name": "r3000", "shape": {"m": 3000, "n": 3000, "k": 1000, "dtype": "fp16"},
                                      "speeds": {"large": 0.52, "n320": 0.83}}]
-    assert len(f.load([kept])) == 223
+    assert len(f.load([kept])) == 247
     with pytest.raises(SystemExit, match=r"--keep 'next': .* has a set of that name already"):
         f.main(["--readings", str(new), "--keep", "next", "--measured", "x"])
     with pytest.raises(SystemExit, match=r"--keep needs --measured"):

@@ -72,10 +72,11 @@ def label(shape):
 # (base/choice.def; tests/test_cutlass_gemm.py holds that every one is reached) with m, n, k off
 # every tile size (odd m; n, k multiples of 8 only): skinny_splitk in FP16 (m = 9, 3 tiles: k =
 # 1032 in 3 chunks of 344, none a multiple of the 64-element k step), skinny_n128 in BF16 (35
-# tiles: 26%), skinny (m <= 128) with a long k, skinny_n128 at m = 200 (36 tiles of 128x128 on
+# tiles: 26%), skinny (m <= 64) with a long k, skinny_n128 at m = 200 (36 tiles of 128x128 on
 # 132 SMs, 27%; rows on 128-byte lines, k = 320) in both dtypes; with rows off lines (k = 328),
 # large (m = 331, n = 1416: 36 tiles; m = 1289: 132 tiles, one whole wave), n128_2x1 (m = 777,
-# n = 1000: 13 rows of 64-row tiles, the last cluster half outside m), n160_coop (m = 641,
+# n = 1000: 13 rows of 64-row tiles, the last cluster half outside m; m = 100, n = 4360: one
+# cluster, 36 of its second tile's 64 rows inside m), n160_coop (m = 641,
 # n = 2824: 6 x 18 tiles of 128x160), wide (m = 777, n = 4000), n320 (m = 777, n = 5000) and n224
 # (m = 1677, n = 1288: 14 x 6 tiles of 128x224, 13 of the last tile row's 128 rows inside m); with rows on
 # lines (k = 320), n192_1x2 (m = 1665, n = 1288: 14 x 7 tiles of 128x192, the last cluster half
@@ -87,6 +88,7 @@ SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
                    {"m": 200, "n": 2200, "k": 320, "dtype": "bf16"},
                    {"m": 331, "n": 1416, "k": 328, "dtype": "bf16"},
                    {"m": 777, "n": 1000, "k": 328, "dtype": "fp16"},
+                   {"m": 100, "n": 4360, "k": 328, "dtype": "bf16"},
                    {"m": 641, "n": 2824, "k": 328, "dtype": "bf16"},
                    {"m": 1289, "n": 1416, "k": 328, "dtype": "fp16"},
                    {"m": 777, "n": 4000, "k": 328, "dtype": "bf16"},
