@@ -94,7 +94,8 @@ def test_wave_efficiency_counts_the_last_wave_whole():
     (1, 4096, 1000, "skinny_splitk"), (16, 4096, 4096, "skinny_splitk"),  # m <= 16, 64x128 tiles on few SMs
     (16, 14336, 4096, "skinny_n128"), (1, 4360, 1032, "skinny_n128"),  # m <= 16 otherwise
     (17, 4096, 1000, "skinny"), (64, 4096, 4096, "skinny"), (64, 14336, 4096, "skinny"),  # m <= 64
-    (32, 14336, 4096, "skinny"),
+    (32, 14336, 4096, "skinny"), (23, 8616, 2720, "skinny"), (24, 9000, 1000, "skinny"),
+    (24, 9008, 1000, "skinny_n128"), (19, 9800, 4096, "skinny_n128"),  # m 17-24 past n = 9000
     # m 65-128 by 64-row tiles (the eleventh session's probe and random shapes): skinny to 12% of a
     # wave (m = 100, n = 2040), then n128_2x1 where rows are off lines or past 25%, skinny_n128 on
     # lines to 25%; at m = 128 skinny to 25%, n128_2x1 past it
@@ -109,8 +110,9 @@ def test_wave_efficiency_counts_the_last_wave_whole():
     # m 193-256 up to half a wave: n128_2x1 where rows are off lines, skinny_n128 on lines
     (256, 4096, 1000, "n128_2x1"), (194, 3936, 3000, "n128_2x1"), (256, 4096, 4096, "skinny_n128"),
     (233, 3280, 2048, "skinny_n128"),
-    # m 193-256 over half a wave: large
-    (256, 14336, 4096, "large"), (256, 14336, 1000, "large"), (241, 6120, 4096, "large"), (213, 10120, 4104, "large"),
+    # m 193-256 over half a wave: large where rows are on lines or n <= 6000, else n128_2x1
+    (256, 14336, 4096, "large"), (241, 6120, 4096, "large"), (204, 4728, 3000, "large"), (253, 6000, 3344, "large"),
+    (256, 14336, 1000, "n128_2x1"), (213, 10120, 4104, "n128_2x1"), (237, 9336, 2984, "n128_2x1"),
     # m > 256, rows on lines, up to half a wave: skinny_n128 where n <= 1024, else large
     (512, 1024, 4096, "skinny_n128"), (1000, 1000, 1024, "skinny_n128"), (257, 8, 64, "skinny_n128"),
     (512, 1032, 4096, "large"), (600, 1504, 2048, "large"),

@@ -23,18 +23,18 @@ PATHOLOGIES = ["none"] + sorted(p for p in GEMM.options("pathology")
                                 if (GEMM.dir / "conf" / "pathology" / f"{p}.yaml").exists())
 # (m, n, k), by the configuration the table runs them on (SPEC.choice; test below).
 CASES = [(1, 8, 8), (16, 4096, 4096), (5, 1000, 1000),  # skinny_splitk (1, 4 and 5 chunks of k)
-         (9, 4360, 1032),  # skinny_n128 (m <= 16, 35 tiles of 64x128)
+         (9, 4360, 1032), (21, 9296, 2056),  # skinny_n128 (m <= 16 past a quarter of a wave, m 17-24 past n = 9000)
          (37, 200, 1032), (64, 4096, 4096), (127, 1000, 72), (128, 136, 4104),
-         (129, 264, 328),  # skinny (m <= 64, or up to 127 at 12% of a wave, 128 at 25%, 256 at 25%)
+         (129, 264, 328),  # skinny (m <= 64 but m 17-24 past n = 9000, or up to 127 at 12% of a wave, 128 and 256 at 25%)
          (72, 4000, 1000), (100, 8200, 1000), (128, 9000, 1000),  # n128_2x1 (m 65-128: rows off lines, or past 25%)
-         (150, 8000, 1000), (200, 2200, 328),  # n128_2x1 (m <= 192 rows off lines; m <= 256 up to half a wave)
+         (150, 8000, 1000), (200, 2200, 328), (213, 10120, 1000),  # n128_2x1 (m 129-256, rows off lines; past n = 6000 above m = 192)
          (96, 4104, 2048), (150, 8192, 2048),  # skinny_n128 (m 65-127 up to 25%, m <= 192; rows on lines)
          (200, 2200, 320), (256, 4096, 576),  # skinny_n128 (m <= 256 up to half a wave, rows on lines)
          (513, 1000, 1088),  # skinny_n128 (m <= 512, n <= 1024, rows on lines)
          (331, 1000, 1000), (600, 640, 2056),  # skinny_n128 (m <= 512, or 640 where n <= 640; rows off lines)
          (641, 1000, 1000), (1000, 1000, 1000), (1023, 520, 328),  # n128_2x1 (m <= 1024, n <= 1024, rows off lines)
          (331, 1416, 1000), (1289, 1416, 320), (600, 1504, 2048),  # large (rows off 128-byte lines, or on)
-         (250, 9000, 320),  # large (m 193-256 over half a wave)
+         (250, 9000, 320), (204, 4728, 3000),  # large (m 193-256 over half a wave: rows on lines, or n <= 6000)
          # past half a wave at m > 256, the wave model's pick (base/choice.def's fastest):
          (601, 2504, 328), (999, 1032, 2056), (1400, 1400, 1000),  # large
          (641, 2824, 328), (1500, 1496, 1000), (900, 2504, 320),  # n160_coop
