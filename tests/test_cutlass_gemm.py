@@ -567,3 +567,25 @@ def test_the_fit_tool_keeps_new_readings_as_a_named_set(tmp_path, monkeypatch, c
         f.main(["--readings", str(new), "--keep", "next", "--measured", "x"])
     with pytest.raises(SystemExit, match=r"--keep needs --measured"):
         f.main(["--readings", str(new), "--keep", "other"])
+
+
+def test_the_tables_own_rows_read_near_the_best_build_at_the_kept_readings(capsys):
+    """choice.def's rows where they pick (m <= 256, or up to half a wave) against the kept
+    readings of the builds they choose among (base/table_readings.json: the eleventh session's
+    probe and four random sets, each random set drawn after the rows it checks were set): their
+    pick reads 0.98 of the best build, every set above 0.975, where the rows before read 0.90
+    (0.81 at the probe shapes). A row moved without measuring it fails here; so does a table of
+    one configuration."""
+    f = tool("gemm_fit")
+    readings = f.load([f.TABLE_READINGS], pool=False)
+    assert len(readings) == 181 and not any(f.to_pool(r["shape"]) for r in readings)
+    by_set, total, _ = f.table_score(readings)
+    assert total > 0.98 and sorted(by_set) == ["probe", "random1", "random2", "random3", "random4"]
+    assert all(mean > 0.975 for mean, _ in by_set.values())
+    one = "GEMM_CHOICE(skinny, 0, 0, 100, any)\n" + "".join(
+        line + "\n" for line in SPEC.CHOICE_FILE.read_text().splitlines() if line.startswith("GEMM_POOL("))
+    assert f.table_score(readings, one)[1] < 0.9
+    f.main(["--table"])
+    assert "random4" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="--choice"):
+        f.main(["--table", "--choice", "no/such/choice.def"])

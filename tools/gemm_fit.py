@@ -26,6 +26,12 @@ well the fitted speeds hold where they were not fitted.
 --keep NAME --measured TEXT adds the readings of the other files given (gemm_candidates' JSON) to
 the committed ones as a set of that name, TEXT saying on what GPU, when and at which commit they
 were measured, so that the next fit has them too.
+
+--table scores the table's own rows instead (the shapes it does not hand to the pool: m <= 256,
+or up to half a wave), on kernels/cutlass_gemm/base/table_readings.json (or --readings): the
+first row's pick over the best build measured, by set; --choice FILE scores another table (an
+earlier choice.def, as `git show REV:kernels/cutlass_gemm/base/choice.def` writes it). With
+--keep it adds to the table's readings.
 """
 import argparse
 import json
@@ -42,14 +48,16 @@ from ablate.job import plugins  # noqa: E402
 spec = plugins.load("cutlass_gemm").spec  # the table, the pool, the wave model
 
 READINGS = ROOT / "kernels" / "cutlass_gemm" / "base" / "pool_readings.json"
+TABLE_READINGS = READINGS.with_name("table_readings.json")  # where the table's own rows pick
 CLASSES = ("off", "half", "on", "unswizzled")  # the pool's four speeds, in order (the last: on a line, unswizzled)
 HOLD = {}  # speeds kept by default (none: since the unswizzled speed, large's on-line one fits at 100)
 
 
-def load(paths):
+def load(paths, pool=True):
     """[{"set", "shape", "speeds"}] of every reading in `paths` (pool_readings.json's form: a
     "sets" list; or gemm_candidates' --json output: shape name -> {"shape", "vs_cublas"}),
-    the readings of shapes the table does not hand to the pool left out."""
+    the readings of shapes the table does not hand to the pool left out (pool=False: those of
+    shapes it does)."""
     readings = []
     for path in paths:
         data = json.loads(Path(path).read_text())
@@ -60,7 +68,7 @@ def load(paths):
         for name, rows in sets:
             for r in rows:
                 speeds = {b: v for b, v in r["speeds"].items() if b in spec.CANDIDATES}
-                if speeds and to_pool(r["shape"]):
+                if speeds and to_pool(r["shape"]) == pool:
                     readings.append({"set": name, "shape": r["shape"], "speeds": speeds})
     return readings
 
@@ -91,6 +99,41 @@ def score(readings, pool):
     def mean(xs):
         return math.exp(sum(xs) / len(xs)) if xs else float("nan")
     return mean(every), [(mean(c), math.exp(min(c)) if c else float("nan"), len(c)) for c in logs], worst
+
+
+def table_score(readings, text=None):
+    """({set: (geometric mean of the table's pick over the best build measured, readings)}, the same over all,
+    the worst (ratio, reading, pick)): the rows of choice.def (or of `text`), at the readings
+    where their pick was measured."""
+    table = spec.choice_table(text)
+    logs, worst = {}, None
+    for r in readings:
+        pick = spec.choice(r["shape"], spec.SMS, table=table, pool=spec.pool_table(text))
+        if pick not in r["speeds"]:
+            continue
+        ratio = r["speeds"][pick] / max(r["speeds"].values())
+        logs.setdefault(r["set"], []).append(math.log(ratio))
+        if worst is None or ratio < worst[0]:
+            worst = (ratio, r, pick)
+    if not logs:
+        raise SystemExit("error: no reading measured the table's pick at a shape its own rows choose")
+    every = [x for xs in logs.values() for x in xs]
+    return ({name: (math.exp(sum(xs) / len(xs)), len(xs)) for name, xs in logs.items()},
+            math.exp(sum(every) / len(every)), worst)
+
+
+def describe_table(label, readings, text=None):
+    by_set, total, (ratio, worst, pick) = table_score(readings, text)
+    counts = {}
+    for r in readings:
+        counts[r["set"]] = counts.get(r["set"], 0) + 1
+    lines = [f"{label}: {total:.3f} of the best build measured (geometric mean over the readings that measured its pick)"]
+    lines += [f"  {name:<10} {value:.3f} over {n} of {counts[name]} readings" for name, (value, n) in by_set.items()]
+    s = worst["shape"]
+    best = max(worst["speeds"], key=worst["speeds"].get)
+    lines.append(f"  worst: {ratio:.3f} at m = {s['m']}, n = {s['n']}, k = {s['k']} ({worst['set']}): "
+                 f"{pick} {worst['speeds'][pick]:.3f} of cuBLAS, {best} {worst['speeds'][best]:.3f}")
+    return lines
 
 
 def fit(readings, pool, hold, grid=5, seed=0):
@@ -127,8 +170,8 @@ def fit(readings, pool, hold, grid=5, seed=0):
 
 def keep(name, measured, paths, into=None):
     """Add every reading of `paths` (gemm_candidates' --json output; the table's `fastest` row
-    or not: the fit leaves out what does not reach the pool) to `into` (the committed readings)
-    as the set `name`; how many."""
+    or not: the fit leaves out what does not reach the pool) to `into` (the committed readings,
+    the pool's or the table's) as the set `name`; how many."""
     into = READINGS if into is None else into
     data = json.loads(Path(into).read_text())
     if name in {s["name"] for s in data["sets"]}:
@@ -202,12 +245,26 @@ def main(argv=None):
                    help="a set of the readings the fit does not see; both pools are scored on it after")
     p.add_argument("--keep", default=None, help="add the other readings files to the committed ones as this set")
     p.add_argument("--measured", default="", help="with --keep: on what GPU, when and at which commit")
+    p.add_argument("--table", action="store_true", help="score the table's own rows on the table's readings")
+    p.add_argument("--choice", default=None, help="with --table: another choice.def to score beside this one")
     args = p.parse_args(argv)
+    committed = TABLE_READINGS if args.table else READINGS
+    if args.table and args.readings == [str(READINGS)]:
+        args.readings = [str(TABLE_READINGS)]
     if args.keep is not None:
-        others = [r for r in args.readings if Path(r).resolve() != READINGS.resolve()]
-        count = keep(args.keep, args.measured, others)
-        print(f"kept {count} readings as the set {args.keep!r} in {READINGS}")
-        args.readings = [str(READINGS)]
+        others = [r for r in args.readings if Path(r).resolve() != committed.resolve()]
+        count = keep(args.keep, args.measured, others, committed)
+        print(f"kept {count} readings as the set {args.keep!r} in {committed}")
+        args.readings = [str(committed)]
+    if args.table:
+        readings = load(args.readings, pool=False)
+        print("\n".join(describe_table("choice.def's rows", readings)))
+        if args.choice is not None:
+            path = Path(args.choice)
+            if not path.is_file():
+                raise SystemExit(f"error: --choice {args.choice}: no such file")
+            print("\n".join(describe_table(f"{path}'s rows", readings, path.read_text())))
+        return
     if not 1 <= args.grid <= 50:
         raise SystemExit(f"error: --grid {args.grid}: must be 1-50 (percent)")
     pool = spec.pool_table()
