@@ -260,10 +260,11 @@ def main(argv=None):
         readings = load(args.readings, pool=False)
         print("\n".join(describe_table("choice.def's rows", readings)))
         if args.choice is not None:
-            path = Path(args.choice)
-            if not path.is_file():
-                raise SystemExit(f"error: --choice {args.choice}: no such file")
-            print("\n".join(describe_table(f"{path}'s rows", readings, path.read_text())))
+            try:
+                text = Path(args.choice).read_text()
+            except OSError as e:
+                raise SystemExit(f"error: --choice {args.choice}: {e.strerror}") from None
+            print("\n".join(describe_table(f"{args.choice}'s rows", readings, text)))
         return
     if not 1 <= args.grid <= 50:
         raise SystemExit(f"error: --grid {args.grid}: must be 1-50 (percent)")
