@@ -79,6 +79,11 @@ def to_pool(shape):
     return spec.choice(shape, spec.SMS, pool=[(spec.FASTEST, 1, 1, 1, 1, 1, 1, 1, 1)]) == spec.FASTEST
 
 
+def geomean(logs):
+    """exp of the mean of natural logs (nan for none)."""
+    return math.exp(sum(logs) / len(logs)) if logs else float("nan")
+
+
 def score(readings, pool):
     """(geometric mean of the pick's speed / the best's, [(mean, worst, count) by row class],
     the worst reading and its pick): the pool's builds measured at each reading only."""
@@ -95,20 +100,17 @@ def score(readings, pool):
     every = [x for c in logs for x in c]
     if not every:
         raise SystemExit("error: no reading measured a build of the pool at a shape the table hands to it")
-
-    def mean(xs):
-        return math.exp(sum(xs) / len(xs)) if xs else float("nan")
-    return mean(every), [(mean(c), math.exp(min(c)) if c else float("nan"), len(c)) for c in logs], worst
+    return geomean(every), [(geomean(c), math.exp(min(c)) if c else float("nan"), len(c)) for c in logs], worst
 
 
 def table_score(readings, text=None):
     """({set: (geometric mean of the table's pick over the best build measured, readings)}, the same over all,
     the worst (ratio, reading, pick)): the rows of choice.def (or of `text`), at the readings
     where their pick was measured."""
-    table = spec.choice_table(text)
+    table, pool = spec.choice_table(text), spec.pool_table(text)  # parsed once, not per reading
     logs, worst = {}, None
     for r in readings:
-        pick = spec.choice(r["shape"], spec.SMS, table=table, pool=spec.pool_table(text))
+        pick = spec.choice(r["shape"], spec.SMS, table=table, pool=pool)
         if pick not in r["speeds"]:
             continue
         ratio = r["speeds"][pick] / max(r["speeds"].values())
@@ -117,9 +119,8 @@ def table_score(readings, text=None):
             worst = (ratio, r, pick)
     if not logs:
         raise SystemExit("error: no reading measured the table's pick at a shape its own rows choose")
-    every = [x for xs in logs.values() for x in xs]
-    return ({name: (math.exp(sum(xs) / len(xs)), len(xs)) for name, xs in logs.items()},
-            math.exp(sum(every) / len(every)), worst)
+    return ({name: (geomean(xs), len(xs)) for name, xs in logs.items()},
+            geomean([x for xs in logs.values() for x in xs]), worst)
 
 
 def describe_table(label, readings, text=None):
