@@ -72,11 +72,14 @@ def label(shape):
 # (base/choice.def; tests/test_cutlass_gemm.py holds that every one is reached) with m, n, k off
 # every tile size (odd m; n, k multiples of 8 only): skinny_splitk in FP16 (m = 9, 3 tiles: k =
 # 1032 in 3 chunks of 344, none a multiple of the 64-element k step), skinny_n128 in BF16 (35
-# tiles: 26%), skinny (m <= 64) with a long k, skinny_n128 at m = 200 (36 tiles of 128x128 on
-# 132 SMs, 27%; rows on 128-byte lines, k = 320) in both dtypes; with rows off lines (k = 328),
+# tiles: 26%), swap_n64 (m = 37 of its tile's 64 columns, n = 200: four 64-row tiles, one 4x1
+# cluster, 8 of the last tile's rows inside n) with a long k, swap_n160 (m = 133, n = 1352: 22
+# tiles, the grid padded to 24 by the cluster), skinny_n128 at m = 200 (36 tiles of 128x128 on
+# 132 SMs, 27%; rows on 128-byte lines, k = 320) in both dtypes, skinny at m = 245 (16 tiles,
+# 12%); with rows off lines (k = 328), swap_n96 (m = 83, n = 2072: 33 tiles padded to 36),
 # large (m = 331, n = 1416: 36 tiles; m = 1289: 132 tiles, one whole wave), n128_2x1 (m = 777,
-# n = 1000: 13 rows of 64-row tiles, the last cluster half outside m; m = 100, n = 4360: one
-# cluster, 36 of its second tile's 64 rows inside m), n160_coop (m = 641,
+# n = 1000: 13 rows of 64-row tiles, the last cluster half outside m), swap_n128 (m = 100,
+# n = 4360: 69 tiles padded to 72, 100 of the tile's 128 columns inside m), n160_coop (m = 641,
 # n = 2824: 6 x 18 tiles of 128x160), wide (m = 777, n = 4000), n320 (m = 777, n = 5000) and n224
 # (m = 1677, n = 1288: 14 x 6 tiles of 128x224, 13 of the last tile row's 128 rows inside m); with rows on
 # lines (k = 320), n192_1x2 (m = 1665, n = 1288: 14 x 7 tiles of 128x192, the last cluster half
@@ -84,6 +87,9 @@ def label(shape):
 SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
                    {"m": 9, "n": 4360, "k": 1032, "dtype": "bf16"},
                    {"m": 37, "n": 200, "k": 1032, "dtype": "fp16"},
+                   {"m": 133, "n": 1352, "k": 1032, "dtype": "fp16"},
+                   {"m": 245, "n": 1000, "k": 320, "dtype": "fp16"},
+                   {"m": 83, "n": 2072, "k": 328, "dtype": "bf16"},
                    {"m": 200, "n": 2200, "k": 320, "dtype": "fp16"},
                    {"m": 200, "n": 2200, "k": 320, "dtype": "bf16"},
                    {"m": 331, "n": 1416, "k": 328, "dtype": "bf16"},
@@ -136,12 +142,18 @@ PEERS = {"torch_matmul": _matmul}
 # tiles at m = n = 3000 where n320 takes two of larger ones, yet 0.820 there against n320's 0.825)
 # and n176_coop (128x176 on a 1x2 cluster): in the pool beside n224 they lifted the wave model's
 # pick by 0.2-0.6% of the best candidate's speed over 101 shapes ("The ninth session").
+# Of the swapped ones with the tile's N fitted to m on a 4x1 cluster (the twelfth session), four
+# entered the table (swap_n64, swap_n96, swap_n128, swap_n160); swap_n80 (1-2% above swap_n96 at
+# m 65-80), swap_n192 (above skinny_n128 at half the on-line shapes of m 161-192), swap_n96_2x1 and
+# swap128_n96 (a 2x1 cluster; 128-row tiles: 5-18% above swap_n96 at k near 1000) stay out: each
+# configuration the table names compiles into every build of the base and its pathologies.
 
 CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 5, "streamk_n64": 6,
               "wide": 7, "large_1x2": 8, "large_2x2": 9, "n192": 10, "n192_1x2": 11, "n192_2x1": 12,
               "skinny_splitk": 13, "swap_n16": 14, "swap_n32": 15, "n144": 16, "n128_2x1": 17,
               "n320": 18, "n160": 19, "n160_coop": 20, "n288": 21, "n224": 22,
-              "n176_coop": 23}
+              "n176_coop": 23, "swap_n64": 24, "swap_n80": 25, "swap_n96": 26, "swap_n128": 27,
+              "swap_n160": 28, "swap_n192": 29, "swap_n96_2x1": 30, "swap128_n96": 31}
 FORCE_MACRO = "ABLATE_GEMM_FORCE"
 CHOICE_FILE = Path(__file__).parent / "base" / "choice.def"
 ROWS = ("any", "off_line")  # the table's rows column (base/cutlass_gemm.cu's Rows)
@@ -332,10 +344,16 @@ _TILE_M_NAMES = {"256": "wide", "128": "large", "64": "n128_2x1"}
 # the others write the element type), and its second kernel, gemm::sum_partials<Element>, adds them
 _FLOAT_OUT = re.compile(r"LinearCombination<float,|LinearCombinationIff")
 _SUM = re.compile(r"sum_partials.*?(bfloat16_t|half_t)")
-# (rank, stream-K, MMA N) of each configuration but the rank-3 data-parallel ones with a 64x128 atom
-_SIGNATURE = {"skinny": (4, False, 64), "skinny_n32": (4, False, 32), "skinny_n128": (4, False, 128),
-              "streamk": (3, True, 128), "streamk_n64": (3, True, 64), "n192_1x2": (3, False, 192),
-              "n160_coop": (3, False, 160), "n224": (3, False, 224)}  # n160 (ping-pong) too: a tuning build only, never beside it
+# the swapped ones (Operands::ba) write d^T column-major: the epilogue's strides (C<1>, n, m n),
+# mangled tuple<S.._, long, long> (the others' are (n, C<1>, m n): tuple<long, S.._, long>)
+_SWAPPED = re.compile(r"IJS[0-9A-Z]*_llEE|cute::tuple<cute::C<1>, long, long>")
+# (rank, stream-K, MMA N, swapped) of each configuration but the rank-3 data-parallel ones with a 64x128 atom
+_SIGNATURE = {"skinny": (4, False, 64, False), "skinny_n32": (4, False, 32, False),
+              "skinny_n128": (4, False, 128, False), "streamk": (3, True, 128, False),
+              "streamk_n64": (3, True, 64, False), "n192_1x2": (3, False, 192, False),
+              "n160_coop": (3, False, 160, False), "n224": (3, False, 224, False),  # n160 (ping-pong) too: a tuning build only, never beside it
+              "swap_n64": (4, False, 64, True), "swap_n96": (4, False, 96, True),
+              "swap_n128": (4, False, 128, True), "swap_n160": (4, False, 160, True)}
 
 
 def _config(kernel_name):
@@ -355,7 +373,7 @@ def _config(kernel_name):
         return None if name is None else f"{dtype}_{name}"
     if len(atoms) != 1:
         return None
-    signature = (rank, streamk, int(next(iter(atoms))[0]))
+    signature = (rank, streamk, int(next(iter(atoms))[0]), bool(_SWAPPED.search(kernel_name)))
     if signature == _SIGNATURE["skinny_n128"] and _FLOAT_OUT.search(kernel_name):
         return f"{dtype}_skinny_splitk"
     name = next((n for n, s in _SIGNATURE.items() if s == signature), None)

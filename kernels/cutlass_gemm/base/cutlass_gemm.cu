@@ -19,6 +19,12 @@
 //   skinny_splitk (m <= 16 where 64x128 tiles leave most SMs idle) skinny_n128's kernel over
 //           k cut into chunks (run): more blocks streaming the weight, whose partial sums
 //           a second kernel adds.
+//   swap_n64, swap_n96, swap_n128, swap_n160 (m 25-256 by m's band) the swapped problem, d^T =
+//           b a^T (Operands::ba): the weight's n along the tile's 64 rows and m along its N, fitted
+//           to m (one or two tiles of it) where the others pad m to 64-row tiles; a 4x1 cluster
+//           multicasts a's tile to the four blocks along the weight. 0.904 of cuBLAS over 40
+//           random shapes at m 20-255 where the rows before read 0.824 (docs/benchmarks.md,
+//           "The twelfth session").
 //   wide, n192_1x2 (rows of A and B off 128-byte lines, k not a multiple of 64, where each TMA
 //           box row reaches L2 as two or three requests): fewer requests per FLOP. wide:
 //           cooperative 256x128x64 on a 1x2 cluster multicasting A (half large's requests per
@@ -99,6 +105,7 @@ using LargeCluster = cute::conditional_t<Mainloop::kMulticast, ABLATE_SEAM_CLUST
 using WideCluster = cute::conditional_t<Mainloop::kMulticast, Cluster1x2, Cluster1x1>;
 using QuadCluster = cute::conditional_t<Mainloop::kMulticast, Cluster2x2, Cluster1x1>;
 using TallCluster = cute::conditional_t<Mainloop::kMulticast, Cluster2x1, Cluster1x1>;
+using Tall4Cluster = cute::conditional_t<Mainloop::kMulticast, Cluster4x1, Cluster1x1>;
 
 constexpr int kAlign = 8;         // elements per 16 bytes: TMA's and the vector loads' alignment
 
@@ -183,8 +190,16 @@ GEMM_CANDIDATE(20,    n160_coop,   Tile128x160,      WideCluster,  Cooperative, 
 GEMM_CANDIDATE(21,    n288,        Tile128x288,      TallCluster,  Cooperative, DataParallel, Rank3)
 GEMM_CANDIDATE(22,    n224,        Tile128x224,      TallCluster,  Cooperative, DataParallel, Rank3)
 GEMM_CANDIDATE(23,    n176_coop,   Tile128x176,      WideCluster,  Cooperative, DataParallel, Rank3)
+GEMM_CANDIDATE(24,    swap_n64,    Tile64x64,        Tall4Cluster, PingPong,    DataParallel, Rank4, E, Operands::ba)
+GEMM_CANDIDATE(25,    swap_n80,    Tile64x80,        Tall4Cluster, PingPong,    DataParallel, Rank4, E, Operands::ba)
+GEMM_CANDIDATE(26,    swap_n96,    Tile64x96,        Tall4Cluster, PingPong,    DataParallel, Rank4, E, Operands::ba)
+GEMM_CANDIDATE(27,    swap_n128,   Tile64x128,       Tall4Cluster, PingPong,    DataParallel, Rank4, E, Operands::ba)
+GEMM_CANDIDATE(28,    swap_n160,   Tile64x160,       Tall4Cluster, PingPong,    DataParallel, Rank4, E, Operands::ba)
+GEMM_CANDIDATE(29,    swap_n192,   Tile64x192,       Tall4Cluster, PingPong,    DataParallel, Rank4, E, Operands::ba)
+GEMM_CANDIDATE(30,    swap_n96_2x1, Tile64x96,       TallCluster,  PingPong,    DataParallel, Rank4, E, Operands::ba)
+GEMM_CANDIDATE(31,    swap128_n96, Tile128x96,       Tall4Cluster, PingPong,    DataParallel, Rank4, E, Operands::ba)
 #undef GEMM_CANDIDATE
-enum CandidateIndex { fastest = 0, large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk, swap_n16, swap_n32, n144, n128_2x1, n320, n160, n160_coop, n288, n224, n176_coop };
+enum CandidateIndex { fastest = 0, large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk, swap_n16, swap_n32, n144, n128_2x1, n320, n160, n160_coop, n288, n224, n176_coop, swap_n64, swap_n80, swap_n96, swap_n128, swap_n160, swap_n192, swap_n96_2x1, swap128_n96 };
 
 // The workspace a configuration asks for (stream-K's partial sums and tile locks; none for the
 // data-parallel scheduler), which the ABI has no argument for: one buffer per process, grown
