@@ -24,12 +24,16 @@ PATHOLOGIES = ["none"] + sorted(p for p in GEMM.options("pathology")
 # (m, n, k), by the configuration the table runs them on (SPEC.choice; test below).
 CASES = [(1, 8, 8), (16, 4096, 4096), (5, 1000, 1000),  # skinny_splitk (1, 4 and 5 chunks of k)
          (9, 4360, 1032), (21, 9296, 2056),  # skinny_n128 (m <= 16 past a quarter of a wave, m 17-24 past n = 9000)
-         (37, 200, 1032), (64, 4096, 4096), (127, 1000, 72), (128, 136, 4104),
-         (129, 264, 328),  # skinny (m <= 64 but m 17-24 past n = 9000, or up to 127 at 12% of a wave, 128 and 256 at 25%)
-         (72, 4000, 1000), (100, 8200, 1000), (128, 9000, 1000),  # n128_2x1 (m 65-128: rows off lines, or past 25%)
-         (150, 8000, 1000), (200, 2200, 328), (213, 10120, 1000),  # n128_2x1 (m 129-256, rows off lines; past n = 6000 above m = 192)
-         (96, 4104, 2048), (150, 8192, 2048),  # skinny_n128 (m 65-127 up to 25%, m <= 192; rows on lines)
-         (200, 2200, 320), (256, 4096, 576),  # skinny_n128 (m <= 256 up to half a wave, rows on lines)
+         (128, 136, 4104), (245, 1000, 320),  # skinny (m = 128 up to 25%; m 161-256 up to 25%, rows on lines)
+         # the swapped ones (d^T = b a^T: m along the tile's N, one or two tiles of it; the 4x1
+         # cluster's grid padded where n / 64 is not a multiple of 4):
+         (37, 200, 1032), (64, 4096, 4096),  # swap_n64 (m 25-64)
+         (72, 4000, 1000), (96, 4104, 2048), (83, 2072, 328), (181, 2056, 1000),  # swap_n96 (m 65-96; m 161-192, rows off lines)
+         (127, 1000, 72), (100, 8200, 1000), (200, 2200, 328), (213, 10120, 1000), (204, 4728, 3000),
+         (219, 9000, 2048),  # swap_n128 (m 97-127; m 193-256 rows off lines; on lines past half a wave to m = 224)
+         (129, 264, 328), (150, 8000, 1000), (150, 8192, 2048), (133, 1352, 1032),  # swap_n160 (m 129-160)
+         (128, 9000, 1000),  # n128_2x1 (m = 128 past 25%, rows off lines)
+         (170, 8192, 2048), (200, 2200, 320), (256, 4096, 576),  # skinny_n128 (rows on lines: m 161-192; m 193-256 up to half a wave)
          (513, 1000, 1088),  # skinny_n128 (m <= 512, n <= 1024, rows on lines)
          (331, 1000, 1000), (600, 640, 2056),  # skinny_n128 (m <= 512, or 640 where n <= 640; rows off lines)
          (641, 1000, 1000), (1000, 1000, 1000), (1023, 520, 328),  # n128_2x1 (m <= 1024, n <= 1024, rows off lines)
