@@ -470,6 +470,22 @@ def test_split_k_instances_are_told_from_skinny_n128_by_their_fp32_output():
     assert not SPEC.launched(adder, shape, configs)  # the GEMM's resources are the shape's
 
 
+def test_swapped_instances_are_told_from_the_others_by_ds_column_major_strides():
+    """swap_n64 and swap_n128 share skinny's and skinny_n128's rank-4 problem and wgmma atom; they
+    write d^T column-major, whose strides (C<1>, n, m n) the epilogue's type carries. Names as the
+    builds print them (mangled), shortened, and as c++filt writes them."""
+    configs = [{"name": f"fp16_{c}"} for c in ("skinny", "skinny_n128", "swap_n64", "swap_n128")]
+    head = "_ZN7cutlass13device_kernelINS_4gemm6kernel13GemmUniversalIN4cute5tupleIJiiiiEEE"
+    row_major, column_major = "vNS5_IJlSC_lEEESJ_S1N_", "vNS5_IJSC_llEEESJ_S1N_"  # void C, its stride, D
+    for atom, ours, swapped in (("64", "fp16_skinny", "fp16_swap_n64"), ("128", "fp16_skinny_n128", "fp16_swap_n128")):
+        mma = f"MMA_64x{atom}x16_F32F16F16_SS"
+        assert SPEC.config_of(head + mma + row_major, configs) == ours
+        assert SPEC.config_of(head + mma + column_major, configs) == swapped
+    readable = ("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>, "
+                "cute::SM90::GMMA::MMA_64x128x16_F32F16F16_SS, void, cute::tuple<cute::C<1>, long, long>")
+    assert SPEC.config_of(readable, configs) == "fp16_swap_n128"
+
+
 _HEAD = "_ZN7cutlass13device_kernelINS_4gemm6kernel13GemmUniversalIN4cute5tupleIJiiiEEENS1_10collective13CollectiveMmaINS1_"
 _READABLE = ("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int>, "
              "cutlass::gemm::collective::CollectiveMma<cutlass::gemm::MainloopSm90TmaGmmaWarpSpecialized<9, "
