@@ -239,6 +239,18 @@ def test_the_sanitizer_runs_a_pathology_at_no_shape_the_spec_says_it_does_not_ap
     assert sanitize.not_run_at(plugin, "none", shapes) == {} == sanitize.not_run_at(plugin, "two_stages", shapes)
 
 
+def test_the_sanitizer_runs_the_shapes_its_globs_name_and_refuses_one_that_names_none():
+    from ablate.tools import sanitize
+
+    plugin, _, _ = plugins.tool_kernel("cutlass_gemm", [], [])
+    every = sanitize.chosen_shapes(plugin, None)
+    assert len(every) == len(plugin.spec.SANITIZE_SHAPES)
+    chosen = sanitize.chosen_shapes(plugin, "m=37 *,m=200 * bf16")
+    assert [(s["m"], s["n"], s["dtype"]) for s in chosen] == [(37, 200, "fp16"), (200, 2200, "bf16")]
+    with pytest.raises(SystemExit, match=r"--shapes: 'm=38 \*' matches no sanitizer shape of cutlass_gemm; its shapes: m=9 n=264"):
+        sanitize.chosen_shapes(plugin, "m=37 *,m=38 *")
+
+
 def test_the_sanitizer_runs_no_neighbour_the_arch_cannot_launch():
     """A tunable's neighbour over the arch's shared memory a block (matmul_triton's 256 x 256
     tiles: BLOCK_M doubled) is not applicable, as in a sweep, with why; it was a sanitizer

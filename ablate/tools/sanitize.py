@@ -1,7 +1,7 @@
 """compute-sanitizer over a kernel's base and every pathology, on the kernel's small shapes.
 
     python -m ablate.tools.sanitize [--kernel NAME] [--tools memcheck,racecheck]
-                              [--pathologies a,b] [--jobs 4]
+                              [--pathologies a,b] [--shapes 'm=37 *,m=133 *'] [--jobs 4]
 
 builds every variant (ablate.build.compile), runs `compute-sanitizer --tool X --error-exitcode 1` on a
 tiny driver for each of the kernel's spec.SANITIZE_SHAPES, checks each run's output against
@@ -17,6 +17,7 @@ loading torch's own kernels, and races or faults in those are not ours.
 """
 import argparse
 import ctypes
+import fnmatch
 import json
 import os
 import re
@@ -289,6 +290,21 @@ def report(names, tools, results):
     return "\n".join(lines + details)
 
 
+def chosen_shapes(plugin, patterns):
+    """The spec's SANITIZE_SHAPES whose label (as the report prints it) matches any of the
+    comma-separated globs (all: None); an error naming a glob that matches none."""
+    shapes = [plugin.spec.validate_shape(dict(s)) for s in plugin.spec.SANITIZE_SHAPES]
+    if not patterns:
+        return shapes
+    labels = [plugin.label(s) for s in shapes]
+    for pattern in (p for p in patterns.split(",") if p):
+        if not any(fnmatch.fnmatchcase(label, pattern) for label in labels):
+            raise SystemExit(f"--shapes: {pattern!r} matches no sanitizer shape of {plugin.name}; "
+                             f"its shapes: {'; '.join(labels)}")
+    return [s for s, label in zip(shapes, labels)
+            if any(fnmatch.fnmatchcase(label, p) for p in patterns.split(",") if p)]
+
+
 def run(args):
     try:
         plugin, kernel_path, overrides = plugins.tool_kernel(args.kernel, args.kernel_path, args.override)
@@ -304,6 +320,7 @@ def run(args):
     missing = [n for n in names if n not in known]
     if missing:
         raise SystemExit(f"unknown pathology {missing} of kernel {plugin.name}; choose from {known}")
+    shapes = chosen_shapes(plugin, args.shapes)
 
     check_device()
     print(f"building the variants of {plugin.name} (those it declares not applicable left out) ...",
@@ -321,7 +338,6 @@ def run(args):
     except BuildError as e:
         raise SystemExit(f"cannot build: {e}")
     spec = plugin.spec
-    shapes = [spec.validate_shape(dict(s)) for s in spec.SANITIZE_SHAPES]
     results = {n: {t: [] for t in tools} for n in names}
     with tempfile.TemporaryDirectory(prefix="ablate-sanitize-") as tmp:
         cases = {}
@@ -388,6 +404,9 @@ def main(argv=None):
                    help=f"comma-separated, from {','.join(TOOLS)}")
     p.add_argument("--pathologies", default=None,
                    help="comma-separated names from the kernel's pathologies (default: all, base included)")
+    p.add_argument("--shapes", default=None,
+                   help="comma-separated globs over the spec's sanitizer shapes as the report labels them "
+                        "(default: all), e.g. 'm=37 *'")
     p.add_argument("--jobs", type=int, default=4, help="sanitizer processes at a time")
     p.add_argument("--timeout", type=int, default=600, help="seconds per sanitizer process")
     p.add_argument("--sanitizer", default=None, help="path of compute-sanitizer")

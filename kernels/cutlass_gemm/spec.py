@@ -153,7 +153,8 @@ CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n1
               "skinny_splitk": 13, "swap_n16": 14, "swap_n32": 15, "n144": 16, "n128_2x1": 17,
               "n320": 18, "n160": 19, "n160_coop": 20, "n288": 21, "n224": 22,
               "n176_coop": 23, "swap_n64": 24, "swap_n80": 25, "swap_n96": 26, "swap_n128": 27,
-              "swap_n160": 28, "swap_n192": 29, "swap_n96_2x1": 30, "swap128_n96": 31}
+              "swap_n160": 28, "swap_n192": 29, "swap_n96_2x1": 30, "swap128_n96": 31,
+              "swap_n32_4x1": 32, "swap_n48": 33, "swap_n64_4x2": 34}
 FORCE_MACRO = "ABLATE_GEMM_FORCE"
 CHOICE_FILE = Path(__file__).parent / "base" / "choice.def"
 ROWS = ("any", "off_line")  # the table's rows column (base/cutlass_gemm.cu's Rows)

@@ -106,6 +106,7 @@ using WideCluster = cute::conditional_t<Mainloop::kMulticast, Cluster1x2, Cluste
 using QuadCluster = cute::conditional_t<Mainloop::kMulticast, Cluster2x2, Cluster1x1>;
 using TallCluster = cute::conditional_t<Mainloop::kMulticast, Cluster2x1, Cluster1x1>;
 using Tall4Cluster = cute::conditional_t<Mainloop::kMulticast, Cluster4x1, Cluster1x1>;
+using Tall4x2Cluster = cute::conditional_t<Mainloop::kMulticast, Cluster4x2, Cluster1x1>;
 
 constexpr int kAlign = 8;         // elements per 16 bytes: TMA's and the vector loads' alignment
 
@@ -198,8 +199,11 @@ GEMM_CANDIDATE(28,    swap_n160,   Tile64x160,       Tall4Cluster, PingPong,    
 GEMM_CANDIDATE(29,    swap_n192,   Tile64x192,       Tall4Cluster, PingPong,    DataParallel, Rank4, E, Operands::ba)
 GEMM_CANDIDATE(30,    swap_n96_2x1, Tile64x96,       TallCluster,  PingPong,    DataParallel, Rank4, E, Operands::ba)
 GEMM_CANDIDATE(31,    swap128_n96, Tile128x96,       Tall4Cluster, PingPong,    DataParallel, Rank4, E, Operands::ba)
+GEMM_CANDIDATE(32,    swap_n32_4x1, Tile64x32,       Tall4Cluster, PingPong,    DataParallel, Rank4, E, Operands::ba)
+GEMM_CANDIDATE(33,    swap_n48,    Tile64x48,        Tall4Cluster, PingPong,    DataParallel, Rank4, E, Operands::ba)
+GEMM_CANDIDATE(34,    swap_n64_4x2, Tile64x64,       Tall4x2Cluster, PingPong,  DataParallel, Rank4, E, Operands::ba)
 #undef GEMM_CANDIDATE
-enum CandidateIndex { fastest = 0, large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk, swap_n16, swap_n32, n144, n128_2x1, n320, n160, n160_coop, n288, n224, n176_coop, swap_n64, swap_n80, swap_n96, swap_n128, swap_n160, swap_n192, swap_n96_2x1, swap128_n96 };
+enum CandidateIndex { fastest = 0, large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk, swap_n16, swap_n32, n144, n128_2x1, n320, n160, n160_coop, n288, n224, n176_coop, swap_n64, swap_n80, swap_n96, swap_n128, swap_n160, swap_n192, swap_n96_2x1, swap128_n96, swap_n32_4x1, swap_n48, swap_n64_4x2 };
 
 // The workspace a configuration asks for (stream-K's partial sums and tile locks; none for the
 // data-parallel scheduler), which the ABI has no argument for: one buffer per process, grown

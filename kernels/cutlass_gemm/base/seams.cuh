@@ -52,6 +52,7 @@ using Cluster1x1 = cute::Shape<cute::_1, cute::_1, cute::_1>;
 using Cluster1x2 = cute::Shape<cute::_1, cute::_2, cute::_1>;  // a pair along N: A multicast to both
 using Cluster2x2 = cute::Shape<cute::_2, cute::_2, cute::_1>;  // A multicast along N, B along M
 using Cluster4x1 = cute::Shape<cute::_4, cute::_1, cute::_1>;  // four along M: B multicast to all four
+using Cluster4x2 = cute::Shape<cute::_4, cute::_2, cute::_1>;  // and two along N: A multicast to both
 
 // Pipeline depth.
 struct StagesAuto {  // as many stages as shared memory holds beside the epilogue's
@@ -69,6 +70,7 @@ using Tile64x32 = cute::Shape<cute::_64, cute::_32, cute::_64>;
 using Tile64x16 = cute::Shape<cute::_64, cute::_16, cute::_64>;
 using Tile64x128 = cute::Shape<cute::_64, cute::_128, cute::_64>;
 using Tile64x80 = cute::Shape<cute::_64, cute::Int<80>, cute::_64>;   // the swapped ones: tile N fitted to m
+using Tile64x48 = cute::Shape<cute::_64, cute::Int<48>, cute::_64>;
 using Tile64x96 = cute::Shape<cute::_64, cute::Int<96>, cute::_64>;
 using Tile64x160 = cute::Shape<cute::_64, cute::Int<160>, cute::_64>;
 using Tile64x192 = cute::Shape<cute::_64, cute::Int<192>, cute::_64>;
