@@ -70,20 +70,23 @@ def label(shape):
 
 # The small shapes compute-sanitizer runs every variant on: each configuration of the table
 # (base/choice.def; tests/test_cutlass_gemm.py holds that every one is reached) with m, n, k off
-# every tile size (odd m; n, k multiples of 8 only): skinny_splitk in FP16 (m = 9, 3 tiles: k =
-# 1032 in 3 chunks of 344, none a multiple of the 64-element k step), skinny_n128 in BF16 (35
-# tiles: 26%), swap_n64 (m = 37 of its tile's 64 columns, n = 200: four 64-row tiles, one 4x1
-# cluster, 8 of the last tile's rows inside n) with a long k, swap_n160 (m = 133, n = 1352: 22
-# tiles, the grid padded to 24 by the cluster), skinny_n128 at m = 200 (36 tiles of 128x128 on
-# 132 SMs, 27%; rows on 128-byte lines, k = 320) in both dtypes, skinny at m = 245 (16 tiles,
-# 12%); with rows off lines (k = 328), swap_n96 (m = 83, n = 2072: 33 tiles padded to 36),
-# large (m = 331, n = 1416: 36 tiles; m = 1289: 132 tiles, one whole wave), n128_2x1 (m = 777,
-# n = 1000: 13 rows of 64-row tiles, the last cluster half outside m), swap_n128 (m = 100,
-# n = 4360: 69 tiles padded to 72, 100 of the tile's 128 columns inside m), n160_coop (m = 641,
-# n = 2824: 6 x 18 tiles of 128x160), wide (m = 777, n = 4000), n320 (m = 777, n = 5000) and n224
-# (m = 1677, n = 1288: 14 x 6 tiles of 128x224, 13 of the last tile row's 128 rows inside m); with rows on
-# lines (k = 320), n192_1x2 (m = 1665, n = 1288: 14 x 7 tiles of 128x192, the last cluster half
-# outside n) and large at a whole wave.
+# every tile size (odd m; n, k multiples of 8 only): swap_n32_4x1 (m = 9 of its tile's 32 columns)
+# in FP16 at n = 264 (five 64-row tiles of the weight, the grid padded to 8 by the 4x1 cluster)
+# and in BF16 at n = 4360 (69 tiles, 25%), swap_n64 (m = 37, n = 200: four 64-row tiles, one 4x1
+# cluster, 8 of the last tile's rows inside n) with a long k, swap_n96 (m = 133, n = 1352: two
+# tiles of 96 columns, the second 37 of them inside m), swap_n64 at m = 245 (four tiles of 64
+# columns; n = 1000, rows on 128-byte lines, k = 320), swap_n128 at m = 200 (n = 2200, k = 320) in
+# both dtypes; with rows off lines (k = 328), swap_n64_4x2 (m = 83, n = 2072: 33 tiles of the
+# weight padded to 36, two of m's, the second 19 of its 64 columns inside m), large (m = 331,
+# n = 1416: 36 tiles; m = 1289: 132 tiles, one whole wave), n128_2x1 (m = 777, n = 1000: 13 rows of
+# 64-row tiles, the last cluster half outside m), swap_n128 (m = 100, n = 4360: 69 tiles padded to
+# 72, 100 of the tile's 128 columns inside m), n160_coop (m = 641, n = 2824: 6 x 18 tiles of
+# 128x160), wide (m = 777, n = 4000), n320 (m = 777, n = 5000) and n224 (m = 1677, n = 1288: 14 x 6
+# tiles of 128x224, 13 of the last tile row's 128 rows inside m); with rows on lines (k = 320),
+# n192_1x2 (m = 1665, n = 1288: 14 x 7 tiles of 128x192, the last cluster half outside n) and large
+# at a whole wave; skinny_n128 at m = 13, n = 7176 in BF16 (43% of a wave, where the 4x1 clusters
+# of swap_n32_4x1 would run a second wave), skinny at m = 128, n = 3208 (26 tiles, 19%) and
+# swap_n160 at m = 133, n = 4104 (65 tiles of the weight padded to 68).
 SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
                    {"m": 9, "n": 4360, "k": 1032, "dtype": "bf16"},
                    {"m": 37, "n": 200, "k": 1032, "dtype": "fp16"},
@@ -101,7 +104,10 @@ SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
                    {"m": 777, "n": 5000, "k": 328, "dtype": "fp16"},
                    {"m": 1677, "n": 1288, "k": 328, "dtype": "bf16"},
                    {"m": 1665, "n": 1288, "k": 320, "dtype": "bf16"},
-                   {"m": 1289, "n": 1416, "k": 320, "dtype": "fp16"}]
+                   {"m": 1289, "n": 1416, "k": 320, "dtype": "fp16"},
+                   {"m": 13, "n": 7176, "k": 1032, "dtype": "bf16"},
+                   {"m": 128, "n": 3208, "k": 328, "dtype": "fp16"},
+                   {"m": 133, "n": 4104, "k": 1032, "dtype": "fp16"}]
 
 
 def _matmul(shape):
@@ -348,13 +354,18 @@ _SUM = re.compile(r"sum_partials.*?(bfloat16_t|half_t)")
 # the swapped ones (Operands::ba) write d^T column-major: the epilogue's strides (C<1>, n, m n),
 # mangled tuple<S.._, long, long> (the others' are (n, C<1>, m n): tuple<long, S.._, long>)
 _SWAPPED = re.compile(r"IJS[0-9A-Z]*_llEE|cute::tuple<cute::C<1>, long, long>")
+# the cluster's N, the mainloop's second template argument (mangled ...WarpSpecializedILi13ENS5_IJNS4_1CILi4EEENSA_ILi2EEE,
+# readable ...WarpSpecialized<13, cute::tuple<cute::C<4>, cute::C<2>, ...): swap_n64_4x2 is swap_n64 but for it
+_CLUSTER_N = re.compile(r"WarpSpecializedILi\d+ENS\w*?_IJNS\w*?_1CILi\d+EEENS\w*?_ILi(\d+)E"
+                        r"|WarpSpecialized<\d+, cute::tuple<cute::C<\d+>, cute::C<(\d+)>")
 # (rank, stream-K, MMA N, swapped) of each configuration but the rank-3 data-parallel ones with a 64x128 atom
 _SIGNATURE = {"skinny": (4, False, 64, False), "skinny_n32": (4, False, 32, False),
               "skinny_n128": (4, False, 128, False), "streamk": (3, True, 128, False),
               "streamk_n64": (3, True, 64, False), "n192_1x2": (3, False, 192, False),
               "n160_coop": (3, False, 160, False), "n224": (3, False, 224, False),  # n160 (ping-pong) too: a tuning build only, never beside it
               "swap_n64": (4, False, 64, True), "swap_n96": (4, False, 96, True),
-              "swap_n128": (4, False, 128, True), "swap_n160": (4, False, 160, True)}
+              "swap_n128": (4, False, 128, True), "swap_n160": (4, False, 160, True),
+              "swap_n32_4x1": (4, False, 32, True)}  # swap_n32 (a 1x2 cluster) too: a tuning build only
 
 
 def _config(kernel_name):
@@ -380,6 +391,8 @@ def _config(kernel_name):
     name = next((n for n, s in _SIGNATURE.items() if s == signature), None)
     if name == "n160_coop" and (tile := _TILE.search(kernel_name)) and tile.group(2) == "320":
         name = "n320"  # two 64x160 atoms across its 320 columns
+    if name == "swap_n64" and (cluster := _CLUSTER_N.search(kernel_name)) and "2" in cluster.groups():
+        name = "swap_n64_4x2"  # (under cp_async, whose blocks are unclustered, the two are one kernel: swap_n64's)
     return None if name is None else f"{dtype}_{name}"
 
 
