@@ -153,6 +153,11 @@ PEERS = {"torch_matmul": _matmul}
 # m 65-80), swap_n192 (above skinny_n128 at half the on-line shapes of m 161-192), swap_n96_2x1 and
 # swap128_n96 (a 2x1 cluster; 128-row tiles: 5-18% above swap_n96 at k near 1000) stay out: each
 # configuration the table names compiles into every build of the base and its pathologies.
+# Of the thirteenth session's (narrower tiles of m, for few tiles of the weight), swap_n32_4x1 and
+# swap_n64_4x2 entered the table, skinny_splitk left it; swap_n48 (64x48 on 4x1: 1-4% above
+# swap_n64 at m = 72 and 150, n <= 2040) stays out. 64x40 and 64x56 tiles on a 4x2 cluster (cuBLAS's
+# at m = 200 and 100, n = 1000-2040) do not compile: a static assertion of CuTe's ("Stride
+# Divisibility Condition") in the mainloop's parameters, with nvcc 13.0; why was not looked into.
 
 CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 5, "streamk_n64": 6,
               "wide": 7, "large_1x2": 8, "large_2x2": 9, "n192": 10, "n192_1x2": 11, "n192_2x1": 12,

@@ -16,15 +16,17 @@
 //           128x128 tiles leave much of the last wave idle (m = n = 1000: 64 tiles on 132 SMs):
 //           the scheduler shares the k loop of the tiles among all SMs (stream-K is cooperative
 //           only: CUTLASS's ping-pong kernel refuses it).
-//   skinny_splitk (m <= 16 where 64x128 tiles leave most SMs idle) skinny_n128's kernel over
-//           k cut into chunks (run): more blocks streaming the weight, whose partial sums
-//           a second kernel adds.
-//   swap_n64, swap_n96, swap_n128, swap_n160 (m 25-256 by m's band) the swapped problem, d^T =
-//           b a^T (Operands::ba): the weight's n along the tile's 64 rows and m along its N, fitted
-//           to m (one or two tiles of it) where the others pad m to 64-row tiles; a 4x1 cluster
+//   swap_n32_4x1, swap_n64, swap_n96, swap_n128, swap_n160 (m <= 256 by m's band and n) the
+//           swapped problem, d^T = b a^T (Operands::ba): the weight's n along the tile's 64 rows
+//           and m along its N, fitted to m where the others pad m to 64-row tiles; a 4x1 cluster
 //           multicasts a's tile to the four blocks along the weight. 0.904 of cuBLAS over 40
 //           random shapes at m 20-255 where the rows before read 0.824 (docs/benchmarks.md,
-//           "The twelfth session").
+//           "The twelfth session"). Where the weight has few 64-row tiles (n <= 3072) narrower
+//           tiles of m make 48-96 blocks; swap_n64_4x2 is swap_n64 on a 4x2 cluster, which
+//           multicasts the weight's tile to the pair of blocks along m too ("The thirteenth session").
+//   skinny_splitk (a tuning build since the thirteenth session, when swap_n32_4x1 took its
+//           row) skinny_n128's kernel over k cut into chunks (run): more blocks streaming the
+//           weight, whose partial sums a second kernel adds.
 //   wide, n192_1x2 (rows of A and B off 128-byte lines, k not a multiple of 64, where each TMA
 //           box row reaches L2 as two or three requests): fewer requests per FLOP. wide:
 //           cooperative 256x128x64 on a 1x2 cluster multicasting A (half large's requests per
