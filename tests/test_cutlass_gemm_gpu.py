@@ -22,10 +22,10 @@ SPEC = GEMM.spec
 PATHOLOGIES = ["none"] + sorted(p for p in GEMM.options("pathology")
                                 if (GEMM.dir / "conf" / "pathology" / f"{p}.yaml").exists())
 # (m, n, k), by the configuration the table runs them on (SPEC.choice; test below).
-CASES = [(1, 8, 8), (16, 4096, 4096), (5, 1000, 1000), (24, 14336, 1032),  # swap_n32_4x1 (m <= 24 but at 37-55%)
+CASES = [(1, 8, 8), (16, 4096, 4096), (5, 1000, 1000), (24, 14336, 1032),  # swap_n32_4x1 (m <= 24 but at 43-55%)
          (100, 1000, 72), (128, 1024, 328), (65, 520, 2056),  # swap_n32_4x1 (m 65-128, n <= 1024: 2-4 column tiles)
-         (9, 7176, 1032), (16, 8192, 1000), (21, 9296, 2056),  # skinny_n128 (m <= 16 at 37-55%; m 17-24 past n = 9000)
-         (21, 6400, 2056),  # skinny (m 17-24 at 37-55%, n <= 9000)
+         (9, 7176, 1032), (16, 8192, 1000), (21, 9296, 2056),  # skinny_n128 (m <= 16 at 43-55%; m 17-24 past n = 9000)
+         (21, 7680, 2056),  # skinny (m 17-24 at 43-55%, n <= 9000)
          (128, 3208, 4104), (254, 2056, 320),  # skinny (m = 128 up to 25%; m 225-256 up to 25%, rows on lines)
          # the swapped ones (d^T = b a^T: m along the tile's N, one or more tiles of it; the 4x1
          # cluster's grid padded where n / 64 is not a multiple of 4, the 4x2 one's where m's tiles are odd too):
