@@ -92,7 +92,7 @@ def test_wave_efficiency_counts_the_last_wave_whole():
 
 @pytest.mark.parametrize("m, n, k, want", [
     # m <= 24: swap_n32_4x1 (d^T = b a^T on 64x32 tiles, 4x1 clusters) but at 43-55% of a wave, where
-    # it launches more clusters of four than the H100 holds (30): there skinny_n128 to m = 16, skinny
+    # its clusters of four reach the 30 the H100 holds at once: there skinny_n128 to m = 16, skinny
     # to n = 9000 beyond
     (1, 4096, 1000, "swap_n32_4x1"), (16, 4096, 4096, "swap_n32_4x1"), (1, 4360, 1032, "swap_n32_4x1"),
     (12, 2560, 1000, "swap_n32_4x1"), (16, 14336, 4096, "swap_n32_4x1"), (24, 6144, 2048, "swap_n32_4x1"),
