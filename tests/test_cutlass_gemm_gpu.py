@@ -28,7 +28,7 @@ CASES = [(1, 8, 8), (16, 4096, 4096), (5, 1000, 1000), (24, 14336, 1032),  # swa
          (21, 7680, 2056),  # skinny (m 17-24 at 43-55%, n <= 9000)
          (128, 3208, 4104), (254, 2056, 320),  # skinny (m = 128 up to 25%; m 225-256 up to 25%, rows on lines)
          # the swapped ones (d^T = b a^T: m along the tile's N, one or more tiles of it; the 4x1
-         # cluster's grid padded where n / 64 is not a multiple of 4, the 4x2 one's where m's tiles are odd too):
+         # and 4x2 clusters' grids padded where n / 64 is not a multiple of 4):
          (37, 200, 1032), (64, 4096, 4096), (100, 2040, 1000), (128, 1032, 8),  # swap_n64 (m 25-64; m 65-128 to n = 2048)
          (150, 1000, 1000), (245, 1000, 320), (200, 1000, 2048),  # swap_n64 (m 129-256, n <= 1024: 3-4 column tiles)
          (83, 2072, 328), (72, 3000, 1000), (128, 3072, 4104), (65, 2056, 8),  # swap_n64_4x2 (m 65-128, n 2049-3072)

@@ -297,12 +297,14 @@ def chosen_shapes(plugin, patterns):
     if not patterns:
         return shapes
     labels = [plugin.label(s) for s in shapes]
+    matched = set()
     for pattern in (p for p in patterns.split(",") if p):
-        if not any(fnmatch.fnmatchcase(label, pattern) for label in labels):
+        found = {i for i, label in enumerate(labels) if fnmatch.fnmatchcase(label, pattern)}
+        if not found:
             raise SystemExit(f"--shapes: {pattern!r} matches no sanitizer shape of {plugin.name}; "
                              f"its shapes: {'; '.join(labels)}")
-    return [s for s, label in zip(shapes, labels)
-            if any(fnmatch.fnmatchcase(label, p) for p in patterns.split(",") if p)]
+        matched |= found
+    return [shapes[i] for i in sorted(matched)]
 
 
 def run(args):

@@ -84,8 +84,8 @@ def label(shape):
 # 128x160), wide (m = 777, n = 4000), n320 (m = 777, n = 5000) and n224 (m = 1677, n = 1288: 14 x 6
 # tiles of 128x224, 13 of the last tile row's 128 rows inside m); with rows on lines (k = 320),
 # n192_1x2 (m = 1665, n = 1288: 14 x 7 tiles of 128x192, the last cluster half outside n) and large
-# at a whole wave; skinny_n128 at m = 13, n = 7176 in BF16 (43% of a wave, where the 4x1 clusters
-# of swap_n32_4x1 would run a second wave), skinny at m = 128, n = 3208 (26 tiles, 19%) and
+# at a whole wave; skinny_n128 at m = 13, n = 7176 in BF16 (43% of a wave, where swap_n32_4x1's
+# clusters of four would reach the 30 the H100 holds at once), skinny at m = 128, n = 3208 (26 tiles, 19%) and
 # swap_n160 at m = 133, n = 4104 (65 tiles of the weight padded to 68).
 SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
                    {"m": 9, "n": 4360, "k": 1032, "dtype": "bf16"},
