@@ -204,8 +204,11 @@ GEMM_CANDIDATE(31,    swap128_n96, Tile128x96,       Tall4Cluster, PingPong,    
 GEMM_CANDIDATE(32,    swap_n32_4x1, Tile64x32,       Tall4Cluster, PingPong,    DataParallel, Rank4, E, Operands::ba)
 GEMM_CANDIDATE(33,    swap_n48,    Tile64x48,        Tall4Cluster, PingPong,    DataParallel, Rank4, E, Operands::ba)
 GEMM_CANDIDATE(34,    swap_n64_4x2, Tile64x64,       Tall4x2Cluster, PingPong,  DataParallel, Rank4, E, Operands::ba)
+GEMM_CANDIDATE(35,    swap_n48_1x2, Tile64x48,       WideCluster,  PingPong,    DataParallel, Rank4, E, Operands::ba)
+GEMM_CANDIDATE(36,    swap_n64_1x2, Tile64x64,       WideCluster,  PingPong,    DataParallel, Rank4, E, Operands::ba)
+GEMM_CANDIDATE(37,    swap_n128_1x2, Tile64x128,     WideCluster,  PingPong,    DataParallel, Rank4, E, Operands::ba)
 #undef GEMM_CANDIDATE
-enum CandidateIndex { fastest = 0, large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk, swap_n16, swap_n32, n144, n128_2x1, n320, n160, n160_coop, n288, n224, n176_coop, swap_n64, swap_n80, swap_n96, swap_n128, swap_n160, swap_n192, swap_n96_2x1, swap128_n96, swap_n32_4x1, swap_n48, swap_n64_4x2 };
+enum CandidateIndex { fastest = 0, large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk, swap_n16, swap_n32, n144, n128_2x1, n320, n160, n160_coop, n288, n224, n176_coop, swap_n64, swap_n80, swap_n96, swap_n128, swap_n160, swap_n192, swap_n96_2x1, swap128_n96, swap_n32_4x1, swap_n48, swap_n64_4x2, swap_n48_1x2, swap_n64_1x2, swap_n128_1x2 };
 
 // The workspace a configuration asks for (stream-K's partial sums and tile locks; none for the
 // data-parallel scheduler), which the ABI has no argument for: one buffer per process, grown
@@ -240,6 +243,38 @@ static int sm_count() {
     cudaGetDevice(&device);
     cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device);
     return n;
+  }();
+  return count;
+}
+
+// How many clusters of a kernel's shape the GPU holds at once (cudaOccupancyMaxActiveClusters, at
+// the kernel's block size and shared memory); 0 where unknown or unclustered. CUTLASS's persistent
+// scheduler launches that many where it is given; without it, a model of 18-SM GPCs that makes
+// 116 blocks of clusters of four on the H100's 132 SMs, where 120 fit (30 clusters): 120 tiles
+// then take two waves (docs/benchmarks.md, "The fourteenth session").
+template <class Kernel>
+static int max_active_clusters() {
+  static const int count = [] {
+    using Cluster = typename Kernel::ClusterShape;
+    const int cm = cute::size<0>(Cluster{}), cn = cute::size<1>(Cluster{});
+#ifdef ABLATE_GEMM_CLUSTER_MODEL  // a tuning build's switch: CUTLASS's model, to measure what the query buys
+    if (cm * cn > 0) return 0;
+#endif
+    if (cm * cn == 1) return 0;
+    const void* kernel = reinterpret_cast<const void*>(cutlass::device_kernel<Kernel>);
+    const int smem = static_cast<int>(Kernel::SharedStorageSize);
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = cm, cluster.val.clusterDim.y = cn, cluster.val.clusterDim.z = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(cm, cn, 1), config.blockDim = dim3(Kernel::MaxThreadsPerBlock, 1, 1);
+    config.dynamicSmemBytes = smem, config.attrs = &cluster, config.numAttrs = 1;
+    int clusters = 0;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) == cudaSuccess &&
+        cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess)
+      return clusters;
+    cudaGetLastError();  // refused: CUTLASS's model, and no error left behind for the launch to report
+    return 0;
   }();
   return count;
 }
@@ -309,6 +344,7 @@ static cudaError_t run(const void* a, const void* b, void* d, int m, int n, int 
       {static_cast<const Element*>(first), sa, static_cast<const Element*>(second), sb},
       {{1.0f, 0.0f}, nullptr, sc, nullptr, sd}};
   args.hw_info.sm_count = sm_count();
+  args.hw_info.max_active_clusters = max_active_clusters<Kernel>();
   using Cluster = typename Kernel::ClusterShape;
   Raster::apply(args.scheduler, TileGrid{int(cute::ceil_div(rows, cute::size<0>(Tile{}))),
                                          int(cute::ceil_div(cols, cute::size<1>(Tile{}))),
