@@ -22,10 +22,10 @@ SPEC = GEMM.spec
 PATHOLOGIES = ["none"] + sorted(p for p in GEMM.options("pathology")
                                 if (GEMM.dir / "conf" / "pathology" / f"{p}.yaml").exists())
 # (m, n, k), by the configuration the table runs them on (SPEC.choice; test below).
-CASES = [(1, 8, 8), (16, 4096, 4096), (5, 1000, 1000), (24, 14336, 1032),  # swap_n32_4x1 (m <= 24 but at 43-55%)
+CASES = [(1, 8, 8), (16, 4096, 4096), (5, 1000, 1000), (24, 14336, 1032),  # swap_n32_4x1 (m <= 24 but at 46-55%)
          (100, 1000, 72), (128, 1024, 328), (65, 520, 2056),  # swap_n32_4x1 (m 65-128, n <= 1024: 2-4 column tiles)
-         (9, 7176, 1032), (16, 8192, 1000), (21, 9296, 2056),  # skinny_n128 (m <= 16 at 43-55%; m 17-24 past n = 9000)
-         (21, 7680, 2056),  # skinny (m 17-24 at 43-55%, n <= 9000)
+         (9, 8200, 1032), (16, 8192, 1000), (21, 9296, 2056),  # skinny_n128 (m <= 16 at 46-55%; m 17-24 past n = 9000)
+         (21, 8200, 2056),  # skinny (m 17-24 at 46-55%, n <= 9000)
          (128, 3208, 4104), (254, 2056, 320),  # skinny (m = 128 up to 25%; m 225-256 up to 25%, rows on lines)
          # the swapped ones (d^T = b a^T: m along the tile's N, one or more tiles of it; the 4x1
          # and 4x2 clusters' grids padded where n / 64 is not a multiple of 4):
@@ -34,16 +34,17 @@ CASES = [(1, 8, 8), (16, 4096, 4096), (5, 1000, 1000), (24, 14336, 1032),  # swa
          (83, 2072, 328), (72, 3000, 1000), (128, 3072, 4104), (65, 2056, 8),  # swap_n64_4x2 (m 65-128, n 2049-3072)
          (72, 4000, 1000), (96, 4104, 2048), (181, 4112, 1000),  # swap_n96 (m 65-96; m 161-192, rows off lines)
          (146, 1880, 1216), (161, 3000, 2048), (133, 1352, 1032),  # swap_n96 (m 129-192, n 1025-3072)
-         (127, 4000, 72), (100, 8200, 1000), (200, 2200, 328), (213, 10120, 1000), (204, 4728, 3000),
-         (219, 9000, 2048), (200, 2040, 2048), (240, 3072, 2048),  # swap_n128 (m 97-127; m 193-256 rows off lines or n <= 3072; on lines past half a wave to m = 224)
+         (127, 4000, 72), (100, 8200, 1000), (100, 11000, 1024), (200, 2200, 328), (213, 10120, 1000), (204, 4728, 3000),
+         (219, 9000, 2048), (200, 2040, 2048), (240, 3072, 2048),  # swap_n128 (m 97-127 but at 46-55% on lines; m 193-256 rows off lines or n <= 3072; on lines past half a wave to m = 224)
          (129, 3080, 8), (150, 8000, 1000), (150, 8192, 2048), (133, 4104, 1032),  # swap_n160 (m 129-160)
-         (128, 9000, 1000),  # n128_2x1 (m = 128 past 25%, rows off lines)
+         (128, 9000, 1000), (100, 8200, 1024), (72, 8192, 4096), (128, 6144, 2048),  # n128_2x1 (rows on lines: m 65-127 at 46-55%; m = 128 to 55%, and past it where rows are off lines)
          (170, 8192, 2048), (200, 4104, 320), (256, 4096, 576),  # skinny_n128 (rows on lines: m 161-192; m 193-256 up to half a wave)
          (513, 1000, 1088),  # skinny_n128 (m <= 512, n <= 1024, rows on lines)
          (331, 1000, 1000), (600, 640, 2056),  # skinny_n128 (m <= 512, or 640 where n <= 640; rows off lines)
          (641, 1000, 1000), (1000, 1000, 1000), (1023, 520, 328),  # n128_2x1 (m <= 1024, n <= 1024, rows off lines)
          (331, 1416, 1000), (1289, 1416, 320), (600, 1504, 2048),  # large (rows off 128-byte lines, or on)
-         (250, 9000, 320), (250, 6000, 4096),  # large (m 225-256 over half a wave, rows on lines)
+         (250, 6000, 4096),  # large (m 225-256 over half a wave, rows on lines: the wave model's pick, as below)
+         (250, 9000, 320), (256, 14336, 320),  # n160_coop, n224 (the same rows, the wave model's pick)
          # past half a wave at m > 256, the wave model's pick (base/choice.def's fastest):
          (601, 2504, 328), (999, 1032, 2056), (1400, 1400, 1000),  # large
          (641, 2824, 328), (1500, 1496, 1000), (900, 2504, 320),  # n160_coop
