@@ -251,16 +251,21 @@ static int sm_count() {
 // the kernel's block size and shared memory); 0 where unknown or unclustered. CUTLASS's persistent
 // scheduler launches that many where it is given; without it, a model of 18-SM GPCs that makes
 // 116 blocks of clusters of four on the H100's 132 SMs, where 120 fit (30 clusters): 120 tiles
-// then take two waves (docs/benchmarks.md, "The fourteenth session").
+// then take two waves (docs/benchmarks.md, "The fourteenth session"). Not CUTLASS's own
+// KernelHardwareInfo::query_device_max_active_clusters: it asks at no shared memory, where several
+// blocks fit an SM, and its count then fails the scheduler's check and falls back to the model.
+// -DABLATE_GEMM_CLUSTER_MODEL (a tuning build's switch) keeps the model, to measure what this buys.
+#ifdef ABLATE_GEMM_CLUSTER_MODEL
+constexpr bool kClusterModel = true;
+#else
+constexpr bool kClusterModel = false;
+#endif
 template <class Kernel>
 static int max_active_clusters() {
   static const int count = [] {
     using Cluster = typename Kernel::ClusterShape;
     const int cm = cute::size<0>(Cluster{}), cn = cute::size<1>(Cluster{});
-#ifdef ABLATE_GEMM_CLUSTER_MODEL  // a tuning build's switch: CUTLASS's model, to measure what the query buys
-    if (cm * cn > 0) return 0;
-#endif
-    if (cm * cn == 1) return 0;
+    if (kClusterModel || cm * cn == 1) return 0;
     const void* kernel = reinterpret_cast<const void*>(cutlass::device_kernel<Kernel>);
     const int smem = static_cast<int>(Kernel::SharedStorageSize);
     cudaLaunchAttribute cluster{};
