@@ -77,16 +77,20 @@ def label(shape):
 # tiles of 96 columns, the second 37 of them inside m), swap_n64 at m = 245 (four tiles of 64
 # columns; n = 1000, rows on 128-byte lines, k = 320), swap_n128 at m = 200 (n = 2200, k = 320) in
 # both dtypes; with rows off lines (k = 328), swap_n64_4x2 (m = 83, n = 2072: 33 tiles of the
-# weight padded to 36, two of m's, the second 19 of its 64 columns inside m), large (m = 331,
-# n = 1416: 36 tiles; m = 1289: 132 tiles, one whole wave), n128_2x1 (m = 777, n = 1000: 13 rows of
+# weight padded to 36, two of m's, the second 19 of its 64 columns inside m), swap_n128 at m = 331
+# (n = 1416: three tiles of 128 columns, the third 75 of them inside m), large (m = 1289, n = 1416:
+# 132 tiles, one whole wave), n128_2x1 (m = 777, n = 1000: 13 rows of
 # 64-row tiles, the last cluster half outside m), swap_n128 (m = 100, n = 4360: 69 tiles padded to
 # 72, 100 of the tile's 128 columns inside m), n160_coop (m = 641, n = 2824: 6 x 18 tiles of
 # 128x160), wide (m = 777, n = 4000), n320 (m = 777, n = 5000) and n224 (m = 1677, n = 1288: 14 x 6
 # tiles of 128x224, 13 of the last tile row's 128 rows inside m); with rows on lines (k = 320),
 # n192_1x2 (m = 1665, n = 1288: 14 x 7 tiles of 128x192, the last cluster half outside n) and large
 # at a whole wave; skinny_n128 at m = 13, n = 8200 in BF16 (49% of a wave, where swap_n32_4x1's
-# clusters of four would pass the 30 the H100 holds at once), skinny at m = 128, n = 3208 (26 tiles, 19%) and
-# swap_n160 at m = 133, n = 4104 (65 tiles of the weight padded to 68).
+# clusters of four would pass the 30 the H100 holds at once), skinny at m = 128, n = 4104 (33 tiles, 25%),
+# swap_n160 at m = 133, n = 4104 (65 tiles of the weight padded to 68); with rows on lines (k = 320),
+# swap_n48_1x2 in BF16 at m = 77, n = 3720 (two tiles of 48 columns on a 1x2 cluster, the second 29 of
+# them inside m; 59 tiles of the weight, 8 of the last one's rows inside n) and swap_n64_1x2 at m = 113,
+# n = 4040 (two tiles of 64 columns, the second 49 inside m; 64 tiles of the weight).
 SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
                    {"m": 9, "n": 4360, "k": 1032, "dtype": "bf16"},
                    {"m": 37, "n": 200, "k": 1032, "dtype": "fp16"},
@@ -106,8 +110,10 @@ SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
                    {"m": 1665, "n": 1288, "k": 320, "dtype": "bf16"},
                    {"m": 1289, "n": 1416, "k": 320, "dtype": "fp16"},
                    {"m": 13, "n": 8200, "k": 1032, "dtype": "bf16"},
-                   {"m": 128, "n": 3208, "k": 328, "dtype": "fp16"},
-                   {"m": 133, "n": 4104, "k": 1032, "dtype": "fp16"}]
+                   {"m": 128, "n": 4104, "k": 328, "dtype": "fp16"},
+                   {"m": 133, "n": 4104, "k": 1032, "dtype": "fp16"},
+                   {"m": 77, "n": 3720, "k": 320, "dtype": "bf16"},
+                   {"m": 113, "n": 4040, "k": 320, "dtype": "fp16"}]
 
 
 def _matmul(shape):
@@ -161,8 +167,11 @@ PEERS = {"torch_matmul": _matmul}
 # The fourteenth session's tuning builds, the swapped tile on a 1x2 cluster (the weight's tile
 # multicast to two column tiles of m, cuBLAS's form at m = 96 and 512: nvjet 64x48 and 64x64 1x2
 # _TNT): swap_n48_1x2 read 0.967-0.983 at m = 72-96, n = 4096 where swap_n96 reads 0.942-0.953, and
-# swap_n64_1x2 0.979 at m = 112, n = 4096 (swap_n128 0.915); not in the table yet (a configuration
-# entering it needs its GPU tests, sanitizer shapes and fingerprints; docs/benchmarks.md).
+# swap_n64_1x2 0.979 at m = 112, n = 4096 (swap_n128 0.915); the fifteenth session put both in the
+# table (m 65-128, n 3585-4096, rows on lines: base/choice.def). swap_n128_1x2 (0.87-0.89 at m = 512,
+# n = 2048, where the row's skinny_n128 reads 0.64-0.73) and swap_n96_2x1 (0.89-0.95 at m 65-96,
+# 46-50% of a wave with rows off lines, where swap_n96 reads 0.78-0.83; 0.81-0.83 past 50%) stay out:
+# one shape, and a band of rows off lines that models' k (a multiple of 64) does not make.
 
 CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 5, "streamk_n64": 6,
               "wide": 7, "large_1x2": 8, "large_2x2": 9, "n192": 10, "n192_1x2": 11, "n192_2x1": 12,
@@ -174,7 +183,7 @@ CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n1
               "swap_n48_1x2": 35, "swap_n64_1x2": 36, "swap_n128_1x2": 37}
 FORCE_MACRO = "ABLATE_GEMM_FORCE"
 CHOICE_FILE = Path(__file__).parent / "base" / "choice.def"
-ROWS = ("any", "off_line")  # the table's rows column (base/cutlass_gemm.cu's Rows)
+ROWS = ("any", "off_line", "on_line")  # the table's rows column (base/cutlass_gemm.cu's Rows)
 _ROW = re.compile(r"^GEMM_CHOICE\((\w+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\w+)\)[ \t]*$", re.M)
 _POOL = re.compile(r"^GEMM_POOL\((\w+)((?:,\s*\d+){8})\)[ \t]*$")
 FASTEST = "fastest"  # a row's configuration chosen by the wave model among the pool (base/choice.def)
@@ -309,14 +318,15 @@ def fastest(shape, sms=SMS, pool=None):
 def choice(shape, sms=SMS, table=None, pool=None):
     """The configuration `shape` runs on a GPU of `sms` SMs: the first row of the table whose
     bounds hold (m at most max_m and n at most max_n, 0 for any; the wave efficiency at most
-    max_efficiency; rows off 128-byte lines where the row says off_line); a row naming `fastest`
+    max_efficiency; rows off 128-byte lines where the row says off_line, on them where it says
+    on_line); a row naming `fastest`
     gives the pool's pick."""
     m, n, off = shape["m"], shape["n"], off_line(shape["k"])
     efficiency = wave_efficiency(m, n, sms)
     text = CHOICE_FILE.read_text() if table is None or pool is None else None  # read once for both
     for name, max_m, max_n, max_efficiency, rows in choice_table(text) if table is None else table:
         if ((max_m == 0 or m <= max_m) and (max_n == 0 or n <= max_n) and efficiency <= max_efficiency
-                and (rows == "any" or off)):
+                and (rows == "any" or (rows == "off_line") == off)):
             return fastest(shape, sms, pool_table(text) if pool is None else pool) if name == FASTEST else name
     raise ValueError(f"{CHOICE_FILE}: no row holds at {label(shape)}")
 
@@ -365,10 +375,14 @@ _SUM = re.compile(r"sum_partials.*?(bfloat16_t|half_t)")
 # the swapped ones (Operands::ba) write d^T column-major: the epilogue's strides (C<1>, n, m n),
 # mangled tuple<S.._, long, long> (the others' are (n, C<1>, m n): tuple<long, S.._, long>)
 _SWAPPED = re.compile(r"IJS[0-9A-Z]*_llEE|cute::tuple<cute::C<1>, long, long>")
-# the cluster's N, the mainloop's second template argument (mangled ...WarpSpecializedILi13ENS5_IJNS4_1CILi4EEENSA_ILi2EEE,
-# readable ...WarpSpecialized<13, cute::tuple<cute::C<4>, cute::C<2>, ...): swap_n64_4x2 is swap_n64 but for it
-_CLUSTER_N = re.compile(r"WarpSpecializedILi\d+ENS\w*?_IJNS\w*?_1CILi\d+EEENS\w*?_ILi(\d+)E"
-                        r"|WarpSpecialized<\d+, cute::tuple<cute::C<\d+>, cute::C<(\d+)>")
+# the cluster (M, N), the mainloop's second template argument: mangled ...WarpSpecializedILi13ENS5_IJNS4_1CILi4EEENSA_ILi2EEE
+# for (4, 2) (a repeated C<> is a substitution, S<id>_: the C<M> before it, the only one yet), readable
+# ...WarpSpecialized<13, cute::tuple<cute::C<4>, cute::C<2>, ...>. The swapped configurations that share a
+# tile are told apart by it alone (_CLUSTERED); under cp_async, whose blocks are unclustered, each is
+# its 4x1 one's kernel.
+_CLUSTER = re.compile(r"WarpSpecializedILi\d+ENS[0-9A-Z]*_IJNS[0-9A-Z]*_1CILi(\d+)EEE(?:NS[0-9A-Z]*_ILi(\d+)EEE|S[0-9A-Z]*_)"
+                      r"|WarpSpecialized<\d+, cute::tuple<cute::C<(\d+)>, cute::C<(\d+)>")
+_CLUSTERED = {("swap_n64", (4, 2)): "swap_n64_4x2", ("swap_n64", (1, 2)): "swap_n64_1x2"}
 # (rank, stream-K, MMA N, swapped) of each configuration but the rank-3 data-parallel ones with a 64x128 atom
 _SIGNATURE = {"skinny": (4, False, 64, False), "skinny_n32": (4, False, 32, False),
               "skinny_n128": (4, False, 128, False), "streamk": (3, True, 128, False),
@@ -376,7 +390,17 @@ _SIGNATURE = {"skinny": (4, False, 64, False), "skinny_n32": (4, False, 32, Fals
               "n160_coop": (3, False, 160, False), "n224": (3, False, 224, False),  # n160 (ping-pong) too: a tuning build only, never beside it
               "swap_n64": (4, False, 64, True), "swap_n96": (4, False, 96, True),
               "swap_n128": (4, False, 128, True), "swap_n160": (4, False, 160, True),
-              "swap_n32_4x1": (4, False, 32, True)}  # swap_n32 (a 1x2 cluster) too: a tuning build only
+              "swap_n32_4x1": (4, False, 32, True),  # swap_n32 (a 1x2 cluster) too: a tuning build only
+              "swap_n48_1x2": (4, False, 48, True)}  # swap_n48 (4x1) too: a tuning build only
+
+
+def _cluster(kernel_name):
+    """The mainloop's cluster (M, N), or None where the name does not say."""
+    found = _CLUSTER.search(kernel_name)
+    if found is None:
+        return None
+    m, n, readable_m, readable_n = found.groups()
+    return (int(readable_m), int(readable_n)) if readable_m else (int(m), int(n or m))
 
 
 def _config(kernel_name):
@@ -402,8 +426,7 @@ def _config(kernel_name):
     name = next((n for n, s in _SIGNATURE.items() if s == signature), None)
     if name == "n160_coop" and (tile := _TILE.search(kernel_name)) and tile.group(2) == "320":
         name = "n320"  # two 64x160 atoms across its 320 columns
-    if name == "swap_n64" and (cluster := _CLUSTER_N.search(kernel_name)) and "2" in cluster.groups():
-        name = "swap_n64_4x2"  # (under cp_async, whose blocks are unclustered, the two are one kernel: swap_n64's)
+    name = _CLUSTERED.get((name, _cluster(kernel_name)), name)
     return None if name is None else f"{dtype}_{name}"
 
 

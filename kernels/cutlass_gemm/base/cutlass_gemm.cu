@@ -385,14 +385,15 @@ static int wave_efficiency(int m, int n, int sms) {
 
 // base/choice.def's rows column: `off_line` holds where A's and B's rows (k elements of 2 bytes,
 // FP16 or BF16) start off 128-byte lines, so that each 128-byte TMA box row reaches L2 as two
-// or three requests (docs/benchmarks.md, "The third session"); `any` holds everywhere.
-enum class Rows { any, off_line };
+// or three requests (docs/benchmarks.md, "The third session"); `on_line` where they start on them;
+// `any` holds everywhere.
+enum class Rows { any, off_line, on_line };
 static_assert(sizeof(cutlass::half_t) == 2 && sizeof(cutlass::bfloat16_t) == 2, "rows of 2-byte elements");
 static bool off_line(int k) { return int64_t(k) * 2 % 128 != 0; }
 
 static bool holds(int max_m, int max_n, int max_efficiency, Rows rows, int m, int n, int efficiency, int k) {
   return (max_m == 0 || m <= max_m) && (max_n == 0 || n <= max_n) && efficiency <= max_efficiency &&
-         (rows == Rows::any || off_line(k));
+         (rows == Rows::any || (rows == Rows::off_line) == off_line(k));
 }
 
 // base/choice.def's `fastest`: of its GEMM_POOL rows, the configuration whose waves of tiles take
