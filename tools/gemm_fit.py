@@ -172,7 +172,9 @@ def fit(readings, pool, hold, grid=5, seed=0):
 def keep(name, measured, paths, into=None):
     """Add every reading of `paths` (gemm_candidates' --json output; the table's `fastest` row
     or not: the fit leaves out what does not reach the pool) to `into` (the committed readings,
-    the pool's or the table's) as the set `name`; how many."""
+    the pool's or the table's) as the set `name`; how many. The base's reading ("chosen") counts
+    as the table's pick where no tuning build of it was measured: keep readings under the rows
+    they were measured with."""
     into = READINGS if into is None else into
     data = json.loads(Path(into).read_text())
     if name in {s["name"] for s in data["sets"]}:
@@ -184,6 +186,9 @@ def keep(name, measured, paths, into=None):
         for shape_name, r in json.loads(Path(path).read_text()).items():
             speeds = {b: round(v, 4) for b, v in r["vs_cublas"].items() if b in spec.CANDIDATES}
             shape = {k: r["shape"][k] for k in ("m", "n", "k", "dtype")}
+            pick = spec.choice(shape)  # the base's build ran the table's pick: its reading, where no tuning build of it ran
+            if "chosen" in r["vs_cublas"] and pick in spec.CANDIDATES and pick not in speeds:
+                speeds[pick] = round(r["vs_cublas"]["chosen"], 4)
             readings.append({"name": shape_name, "shape": shape, "speeds": speeds})
     if not readings:
         raise SystemExit(f"error: --keep {name!r}: no readings in {', '.join(map(str, paths)) or 'no file'}")
