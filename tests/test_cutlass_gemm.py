@@ -316,11 +316,14 @@ def test_each_instance_is_one_configuration_and_a_shape_runs_one(built_kernels):
     found = [static.config_of(SPEC, k, info["configs"]) for k in instances]
     assert sorted(found) == sorted(names)  # one instance a configuration
     for shape, want in (({"m": 64, "n": 4096, "k": 4096, "dtype": "fp16"}, "fp16_swap_n64"),
-                        ({"m": 96, "n": 4096, "k": 4096, "dtype": "bf16"}, "bf16_swap_n96"),
+                        ({"m": 96, "n": 14336, "k": 4096, "dtype": "bf16"}, "bf16_swap_n96"),
+                        ({"m": 96, "n": 4096, "k": 4096, "dtype": "bf16"}, "bf16_swap_n48_1x2"),
+                        ({"m": 128, "n": 4096, "k": 4096, "dtype": "fp16"}, "fp16_swap_n64_1x2"),
+                        ({"m": 128, "n": 3208, "k": 8, "dtype": "fp16"}, "fp16_swap_n64_4x2"),
                         ({"m": 100, "n": 2040, "k": 1000, "dtype": "fp16"}, "fp16_swap_n64"),
                         ({"m": 83, "n": 2072, "k": 328, "dtype": "bf16"}, "bf16_swap_n64_4x2"),
                         ({"m": 150, "n": 14336, "k": 4096, "dtype": "fp16"}, "fp16_swap_n160"),
-                        ({"m": 128, "n": 3208, "k": 8, "dtype": "bf16"}, "bf16_skinny"),
+                        ({"m": 128, "n": 4104, "k": 8, "dtype": "bf16"}, "bf16_skinny"),
                         ({"m": 1, "n": 4096, "k": 8, "dtype": "fp16"}, "fp16_swap_n32_4x1"),
                         ({"m": 16, "n": 4096, "k": 4096, "dtype": "bf16"}, "bf16_swap_n32_4x1"),
                         ({"m": 1, "n": 8192, "k": 8, "dtype": "fp16"}, "fp16_skinny_n128"),
