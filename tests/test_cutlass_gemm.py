@@ -307,7 +307,7 @@ def test_a_seam_every_configuration_takes_applies_at_every_shape(pathology, shap
 
 def test_each_instance_is_one_configuration_and_a_shape_runs_one(built_kernels):
     b = built_kernels["cutlass_gemm"]
-    base = b.results["none"]
+    base = b.whole  # both dtypes' instances (the others are built with FP16's alone: conftest.NARROWED)
     info = Kernel(base.lib).info()
     names = [c["name"] for c in info["configs"]]
     table = SPEC.configurations()
@@ -350,14 +350,15 @@ def test_an_instance_that_cannot_launch_in_a_pathologys_build_is_not_run_where_i
     """no_launch_bounds leaves ptxas free to give the n192_1x2 and n320 instances more registers
     than 384 threads may hold (218 and 188 with nvcc 13.0; cudaErrorLaunchOutOfResources on the
     H100): the general rule (pipeline.cannot_fit) finds it from the build, so neither a sweep nor
-    the sanitizer runs that build where they run; the base's instances all fit."""
+    the sanitizer runs that build where they run; the base's instances all fit. The sanitizer's
+    shapes in FP16, the instances the pathologies' builds here hold (conftest.NARROWED)."""
     from ablate.pipeline import cannot_fit
     from ablate.tools import sanitize
 
-    results = built_kernels["cutlass_gemm"].results
-    base, var = results["none"], results["no_launch_bounds"]
+    b = built_kernels["cutlass_gemm"]
+    base, var, results = b.whole, b.results["no_launch_bounds"], b.results
     plugin = plugins.load("cutlass_gemm")
-    shapes = [SPEC.validate_shape(dict(s)) for s in SPEC.SANITIZE_SHAPES]
+    shapes = [SPEC.validate_shape({**s, "dtype": "fp16"}) for s in SPEC.SANITIZE_SHAPES]
     configs = [SPEC.choice(s) for s in shapes]
     skipped = sanitize.not_run_at(plugin, "no_launch_bounds", shapes, var)
     assert sorted(skipped) == [i for i, c in enumerate(configs) if c in ("n192_1x2", "n320")]
@@ -366,14 +367,15 @@ def test_an_instance_that_cannot_launch_in_a_pathologys_build_is_not_run_where_i
         regs = int(re.search(r"384 threads at (\d+) registers a thread \(ptxas\)", why).group(1))
         assert regs * 384 > 65536 and f"_{configs[i]})" in why, why
     info = Kernel(base.lib).info()
-    assert [cannot_fit(base, info, SPEC, s) for s in shapes] == [None] * len(shapes)
+    every = shapes + [SPEC.validate_shape(dict(s)) for s in SPEC.SANITIZE_SHAPES]  # the base's: both dtypes
+    assert [cannot_fit(base, info, SPEC, s) for s in every] == [None] * len(every)
     assert sanitize.not_run_at(plugin, "two_stages", shapes, results["two_stages"]) == {}
 
 
 def test_the_kernel_compiles_the_table_spec_choice_reads(built_kernels):
     """The dispatch's choice (ablate_cutlass_gemm_choice, exported for this test) is spec.choice
     at every row's m and n bound and just past it, rows on lines and off, for three SM counts."""
-    lib = ctypes.CDLL(str(built_kernels["cutlass_gemm"].results["none"].lib))
+    lib = ctypes.CDLL(str(built_kernels["cutlass_gemm"].whole.lib))
     choose = lib.ablate_cutlass_gemm_choice
     choose.restype, choose.argtypes = ctypes.c_char_p, [ctypes.c_int] * 4
     rows = SPEC.choice_table()
