@@ -5,6 +5,7 @@ import pytest
 from ablate.job import fingerprint
 from ablate.build import static
 from ablate.job.variant import Variant, VariantError, variant_from_cfg
+from conftest import NOT_BUILT
 from test_build import ATTENTION, EVERY_PATHOLOGY
 
 KERNEL_DIR = ATTENTION.dir
@@ -13,10 +14,10 @@ KERNEL_DIR = ATTENTION.dir
 NOT_APPLICABLE = {"attention": {"no_restrict", "no_launch_bounds", "no_l1"},
                   "rmsnorm": {"no_restrict", "no_l1", "strict_fp"},
                   "attention_hopper": {"no_restrict", "no_l1"},
-                  "cutlass_gemm": {"no_restrict", "strict_fp"}}
+                  "cutlass_gemm": set()}
 DECLARED = {"attention_hopper": {"regs_capped", "no_launch_bounds"},
-            "cutlass_gemm": {"no_unroll", "no_forceinline", "regs_capped"}}
-REAL = [(k, p) for k, p in EVERY_PATHOLOGY if p != "none" and p not in DECLARED.get(k, ())]
+            "cutlass_gemm": {"no_unroll", "no_forceinline", "regs_capped", "no_restrict", "strict_fp"}}
+REAL = [(k, p) for k, p in EVERY_PATHOLOGY if p != "none" and p not in DECLARED.get(k, ()) and p not in NOT_BUILT.get(k, ())]
 LAUNCH_ONLY = {"half_sms"}  # the base's code, launched otherwise
 
 
