@@ -18,14 +18,17 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ["ABLATE_KEEP_WORKER_S"] = "0"
 KERNELS = ("attention", "rmsnorm", "attention_hopper", "cutlass_gemm")
 TEST_PATHOLOGIES = ["broken_build", "noop", "unfingerprinted"]  # tests/conf/pathology, attention's
-# Macros every variant of a kernel is built with here, where the whole build would be most of
-# the CI's time: cutlass_gemm's pathologies and its base are compiled with the FP16 instances
-# alone (the BF16 ones are the same templates on another element type; the fingerprints name the
-# FP16 ones). One base is also built whole (`whole`), for the tests of its instances and table.
-# Measured on the 2-core CPU (2026-11-28, nvcc 13.0): a whole build 423 s (cicc 303 s), one
-# instance alone 140 s, so ~7 s an instance beside a fixed ~130 s; FP16 alone saves a third of
-# each of the 13 builds. The GPU tests and the sanitizer build every variant whole.
-NARROWED = {"cutlass_gemm": {"ABLATE_GEMM_FP16_ONLY": "1"}}
+# nvcc flags every variant of a kernel is built with here (build.flags, so that a launch-only
+# variant still builds the base's code), where the whole build would be most of the CI's time:
+# cutlass_gemm's pathologies and its base are compiled with the FP16 instances alone (the BF16
+# ones are the same templates on another element type; the fingerprints name the FP16 ones).
+# Its base is also built whole (`whole`), for the tests of its instances and table.
+# Measured on the 2-core CPU (2026-11-28, nvcc 13.0, one compile at a time): a whole build
+# 423 s (cicc 303 s), FP16 alone 359 s (cicc 258 s), the headers alone 83 s and one instance
+# alone 140 s. A configuration's second element type is cheap (its layouts, the same for two
+# 2-byte types, are already instantiated), so FP16 alone saves ~15% of each build. The GPU
+# tests and the sanitizer build every variant whole.
+NARROWED = {"cutlass_gemm": ["-DABLATE_GEMM_FP16_ONLY=1"]}
 # Variants not built here, and why: the calibrations are ablate's own header beside the kernel
 # (attention's builds check them); in cutlass_gemm each is one more build of its templates.
 NOT_BUILT = {"cutlass_gemm": {
@@ -171,12 +174,12 @@ def _nvcc_wrapper(folder: Path) -> Path:
 
 def every_variant(tmp_path_factory):
     """{kernel: its build}: the base, every pathology and every calibration of each kernel
-    (with the kernel's NARROWED macros; `whole`: its base without them), and attention's
+    (with the kernel's NARROWED flags; `whole`: its base without them), and attention's
     test-only ones, built once per session (into session_build_dir, kept
     between sessions) through one nvcc wrapper, which counts this session's compiles."""
     from ablate.job import plugins
     from ablate.build.compile import build
-    from dataclasses import replace
+    from concurrent.futures import ThreadPoolExecutor
 
     from ablate.job.variant import Variant, VariantError, variant_from_cfg
 
@@ -210,15 +213,16 @@ def every_variant(tmp_path_factory):
                     errors[f.stem] = err
                     continue
                 variants[variant.name] = variant
-            narrowed = NARROWED.get(kernel, {})
-            variants = {name: replace(v, macros=dict(sorted({**v.macros, **narrowed}.items())))
-                        for name, v in variants.items()}
-            # the whole base in the same ninja run (its library is the base's: named by its command)
-            results = build(list(variants.values()) + [Variant("whole", ())] * bool(narrowed), build_cfg, plugin, ROOT)
-            whole = results.pop("whole", None) or results["none"]
+            narrowed = NARROWED.get(kernel, [])
+            kernel_cfg = OmegaConf.merge(build_cfg, {"flags": list(build_cfg.flags) + narrowed})
+            with ThreadPoolExecutor(1) as pool:  # the whole base beside, one compile at a time
+                whole = pool.submit(build, [Variant("none", ())], OmegaConf.merge(
+                    build_cfg, {"dir": str(base / "whole"), "jobs": 1}), plugin, ROOT) if narrowed else None
+                results = build(list(variants.values()), kernel_cfg, plugin, ROOT)
+                whole = whole.result()["none"] if whole else results["none"]
             _session["built"][kernel] = SimpleNamespace(
                 plugin=plugin, variants=variants, errors=errors, results=results, whole=whole,
-                build_cfg=build_cfg, nvcc_calls=calls, sass=_sass_reader(results))
+                build_cfg=kernel_cfg, nvcc_calls=calls, sass=_sass_reader(results))
     return _session["built"]
 
 

@@ -278,8 +278,8 @@ def test_fastest_times_the_waves_of_each_configurations_tiles():
 
 @pytest.mark.parametrize("pathology, shape, config", [
     ("cooperative", "decode_m64", "swap_n64"), ("cluster_2x1", "decode_m32_n4k", "swap_n64"),
-    ("tile_64x64", "decode_m96_n4k", "swap_n96"), ("cluster_2x1", "decode_m144_n14k", "swap_n160"),
-    ("tile_64x64", "decode_m128_n4k_bf16", "skinny"), ("cooperative", "decode_m1_n4k", "swap_n32_4x1"),
+    ("tile_64x64", "decode_m96_n4k", "swap_n48_1x2"), ("cluster_2x1", "decode_m144_n14k", "swap_n160"),
+    ("tile_64x64", "decode_m128_n4k_bf16", "swap_n64_1x2"), ("tile_64x64", "decode_m96_n14k", "swap_n96"), ("cooperative", "prefill_m384_n1k", "skinny"), ("cooperative", "decode_m1_n4k", "swap_n32_4x1"),
     ("tile_64x64", "decode_m120_n3k", "swap_n64_4x2"),
     ("cluster_2x1", "decode_m256_n4k", "skinny_n128"), ("tile_64x64", "odd_m200_n1000_k1000", "swap_n64"), ("cooperative", "decode_m112_n14k", "swap_n128"),
     ("cooperative", "odd_m777_n5000_k2056", "n320"), ("cluster_2x1", "odd_m3000_n3000_k1000", "n320"),
