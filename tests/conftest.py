@@ -22,7 +22,7 @@ TEST_PATHOLOGIES = ["broken_build", "noop", "unfingerprinted"]  # tests/conf/pat
 # variant still builds the base's code), where the whole build would be most of the CI's time:
 # cutlass_gemm's pathologies and its base are compiled with the FP16 instances alone (the BF16
 # ones are the same templates on another element type; the fingerprints name the FP16 ones).
-# Its base is also built whole (`whole`), for the tests of its instances and table.
+# Its base is also built whole (`whole`), after them, for the tests of its instances and table.
 # Measured on the 2-core CPU (2026-11-28, nvcc 13.0, one compile at a time): a whole build
 # 423 s (cicc 303 s), FP16 alone 359 s (cicc 258 s), the headers alone 83 s and one instance
 # alone 140 s. A configuration's second element type is cheap (its layouts, the same for two
@@ -179,8 +179,6 @@ def every_variant(tmp_path_factory):
     between sessions) through one nvcc wrapper, which counts this session's compiles."""
     from ablate.job import plugins
     from ablate.build.compile import build
-    from concurrent.futures import ThreadPoolExecutor
-
     from ablate.job.variant import Variant, VariantError, variant_from_cfg
 
     if "built" not in _session:
@@ -215,11 +213,10 @@ def every_variant(tmp_path_factory):
                 variants[variant.name] = variant
             narrowed = NARROWED.get(kernel, [])
             kernel_cfg = OmegaConf.merge(build_cfg, {"flags": list(build_cfg.flags) + narrowed})
-            with ThreadPoolExecutor(1) as pool:  # the whole base beside, one compile at a time
-                whole = pool.submit(build, [Variant("none", ())], OmegaConf.merge(
-                    build_cfg, {"dir": str(base / "whole"), "jobs": 1}), plugin, ROOT) if narrowed else None
-                results = build(list(variants.values()), kernel_cfg, plugin, ROOT)
-                whole = whole.result()["none"] if whole else results["none"]
+            results = build(list(variants.values()), kernel_cfg, plugin, ROOT)
+            # after, not beside: a third compile of CUTLASS's templates at once (~4.7 GB each) was
+            # killed for memory on the 2-core machine (2026-11-28)
+            whole = build([Variant("none", ())], build_cfg, plugin, ROOT)["none"] if narrowed else results["none"]
             _session["built"][kernel] = SimpleNamespace(
                 plugin=plugin, variants=variants, errors=errors, results=results, whole=whole,
                 build_cfg=kernel_cfg, nvcc_calls=calls, sass=_sass_reader(results))
