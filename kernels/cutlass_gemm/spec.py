@@ -172,6 +172,11 @@ PEERS = {"torch_matmul": _matmul}
 # n = 2048, where the row's skinny_n128 reads 0.64-0.73) and swap_n96_2x1 (0.89-0.95 at m 65-96,
 # 46-50% of a wave with rows off lines, where swap_n96 reads 0.78-0.83; 0.81-0.83 past 50%) stay out:
 # one shape, and a band of rows off lines that models' k (a multiple of 64) does not make.
+# skinny_1x2 and skinny_2x1 (the seventeenth session: skinny's 64x64 on 1x2 and 2x1 clusters, one
+# operand multicast, for prefill_m512_n1k, where skinny's 128 blocks lose to cuBLAS by a rate per k,
+# not a cost per launch): 0.819 and 0.830 there against skinny's 0.802 and swap_n96's 0.867 (H200);
+# 0.878 at m = 512, n = 1024, k = 2048 (skinny_n128 0.747), but 0.58-0.86 where skinny reads 0.90-1.11
+# at m 305-448. They stay out.
 
 CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 5, "streamk_n64": 6,
               "wide": 7, "large_1x2": 8, "large_2x2": 9, "n192": 10, "n192_1x2": 11, "n192_2x1": 12,
@@ -180,7 +185,8 @@ CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n1
               "n176_coop": 23, "swap_n64": 24, "swap_n80": 25, "swap_n96": 26, "swap_n128": 27,
               "swap_n160": 28, "swap_n192": 29, "swap_n96_2x1": 30, "swap128_n96": 31,
               "swap_n32_4x1": 32, "swap_n48": 33, "swap_n64_4x2": 34,
-              "swap_n48_1x2": 35, "swap_n64_1x2": 36, "swap_n128_1x2": 37}
+              "swap_n48_1x2": 35, "swap_n64_1x2": 36, "swap_n128_1x2": 37,
+              "skinny_1x2": 38, "skinny_2x1": 39}
 FORCE_MACRO = "ABLATE_GEMM_FORCE"
 CHOICE_FILE = Path(__file__).parent / "base" / "choice.def"
 ROWS = ("any", "off_line", "on_line")  # the table's rows column (base/cutlass_gemm.cu's Rows)
@@ -382,7 +388,8 @@ _SWAPPED = re.compile(r"IJS[0-9A-Z]*_llEE|cute::tuple<cute::C<1>, long, long>")
 # its 4x1 one's kernel.
 _CLUSTER = re.compile(r"WarpSpecializedILi\d+ENS[0-9A-Z]*_IJNS[0-9A-Z]*_1CILi(\d+)EEE(?:NS[0-9A-Z]*_ILi(\d+)EEE|S[0-9A-Z]*_)"
                       r"|WarpSpecialized<\d+, cute::tuple<cute::C<(\d+)>, cute::C<(\d+)>")
-_CLUSTERED = {("swap_n64", (4, 2)): "swap_n64_4x2", ("swap_n64", (1, 2)): "swap_n64_1x2"}
+_CLUSTERED = {("swap_n64", (4, 2)): "swap_n64_4x2", ("swap_n64", (1, 2)): "swap_n64_1x2",
+              ("skinny", (1, 2)): "skinny_1x2", ("skinny", (2, 1)): "skinny_2x1"}
 # (rank, stream-K, MMA N, swapped) of each configuration but the rank-3 data-parallel ones with a 64x128 atom
 _SIGNATURE = {"skinny": (4, False, 64, False), "skinny_n32": (4, False, 32, False),
               "skinny_n128": (4, False, 128, False), "streamk": (3, True, 128, False),

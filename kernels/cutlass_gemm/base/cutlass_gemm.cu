@@ -207,8 +207,12 @@ GEMM_CANDIDATE(34,    swap_n64_4x2, Tile64x64,       Tall4x2Cluster, PingPong,  
 GEMM_CANDIDATE(35,    swap_n48_1x2, Tile64x48,       WideCluster,  PingPong,    DataParallel, Rank4, E, Operands::ba)
 GEMM_CANDIDATE(36,    swap_n64_1x2, Tile64x64,       WideCluster,  PingPong,    DataParallel, Rank4, E, Operands::ba)
 GEMM_CANDIDATE(37,    swap_n128_1x2, Tile64x128,     WideCluster,  PingPong,    DataParallel, Rank4, E, Operands::ba)
+// skinny's 64x64 tiles on clusters of two, one operand's tile multicast to both (cuBLAS's
+// 64x64 1x2 at m = 512, n = 1024, where skinny's 128 blocks each read their own A and B)
+GEMM_CANDIDATE(38,    skinny_1x2,  Tile64x64,        WideCluster,  PingPong,    DataParallel, Rank4)
+GEMM_CANDIDATE(39,    skinny_2x1,  Tile64x64,        TallCluster,  PingPong,    DataParallel, Rank4)
 #undef GEMM_CANDIDATE
-enum CandidateIndex { fastest = 0, large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk, swap_n16, swap_n32, n144, n128_2x1, n320, n160, n160_coop, n288, n224, n176_coop, swap_n64, swap_n80, swap_n96, swap_n128, swap_n160, swap_n192, swap_n96_2x1, swap128_n96, swap_n32_4x1, swap_n48, swap_n64_4x2, swap_n48_1x2, swap_n64_1x2, swap_n128_1x2 };
+enum CandidateIndex { fastest = 0, large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk, swap_n16, swap_n32, n144, n128_2x1, n320, n160, n160_coop, n288, n224, n176_coop, swap_n64, swap_n80, swap_n96, swap_n128, swap_n160, swap_n192, swap_n96_2x1, swap128_n96, swap_n32_4x1, swap_n48, swap_n64_4x2, swap_n48_1x2, swap_n64_1x2, swap_n128_1x2, skinny_1x2, skinny_2x1 };
 
 // The workspace a configuration asks for (stream-K's partial sums and tile locks; none for the
 // data-parallel scheduler), which the ABI has no argument for: one buffer per process, grown
