@@ -383,8 +383,8 @@ _SUM = re.compile(r"sum_partials.*?(bfloat16_t|half_t)")
 _SWAPPED = re.compile(r"IJS[0-9A-Z]*_llEE|cute::tuple<cute::C<1>, long, long>")
 # the cluster (M, N), the mainloop's second template argument: mangled ...WarpSpecializedILi13ENS5_IJNS4_1CILi4EEENSA_ILi2EEE
 # for (4, 2) (a repeated C<> is a substitution, S<id>_: the C<M> before it, the only one yet), readable
-# ...WarpSpecialized<13, cute::tuple<cute::C<4>, cute::C<2>, ...>. The swapped configurations that share a
-# tile are told apart by it alone (_CLUSTERED); under cp_async, whose blocks are unclustered, each is
+# ...WarpSpecialized<13, cute::tuple<cute::C<4>, cute::C<2>, ...>. The configurations that share a tile
+# and a form (swap_n64's three, skinny's three) are told apart by it alone (_CLUSTERED); under cp_async, whose blocks are unclustered, each is
 # its 4x1 one's kernel.
 _CLUSTER = re.compile(r"WarpSpecializedILi\d+ENS[0-9A-Z]*_IJNS[0-9A-Z]*_1CILi(\d+)EEE(?:NS[0-9A-Z]*_ILi(\d+)EEE|S[0-9A-Z]*_)"
                       r"|WarpSpecialized<\d+, cute::tuple<cute::C<(\d+)>, cute::C<(\d+)>")

@@ -207,8 +207,9 @@ GEMM_CANDIDATE(34,    swap_n64_4x2, Tile64x64,       Tall4x2Cluster, PingPong,  
 GEMM_CANDIDATE(35,    swap_n48_1x2, Tile64x48,       WideCluster,  PingPong,    DataParallel, Rank4, E, Operands::ba)
 GEMM_CANDIDATE(36,    swap_n64_1x2, Tile64x64,       WideCluster,  PingPong,    DataParallel, Rank4, E, Operands::ba)
 GEMM_CANDIDATE(37,    swap_n128_1x2, Tile64x128,     WideCluster,  PingPong,    DataParallel, Rank4, E, Operands::ba)
-// skinny's 64x64 tiles on clusters of two, one operand's tile multicast to both (cuBLAS's
-// 64x64 1x2 at m = 512, n = 1024, where skinny's 128 blocks each read their own A and B)
+// skinny's 64x64 tiles on clusters of two, one operand's tile multicast to both (cuBLAS runs
+// 64x64 tiles on clusters at m = 512, n = 1024, where skinny's 128 blocks each read their own
+// A and B; measured slower than skinny at most shapes: spec.py)
 GEMM_CANDIDATE(38,    skinny_1x2,  Tile64x64,        WideCluster,  PingPong,    DataParallel, Rank4)
 GEMM_CANDIDATE(39,    skinny_2x1,  Tile64x64,        TallCluster,  PingPong,    DataParallel, Rank4)
 #undef GEMM_CANDIDATE
