@@ -42,13 +42,19 @@ CASES = [(1, 8, 8), (16, 4096, 4096), (5, 1000, 1000), (24, 14336, 1032),  # swa
          (129, 3080, 8), (150, 8000, 1000), (150, 8192, 2048), (133, 4104, 1032),  # swap_n160 (m 129-160)
          (128, 9000, 1000), (100, 8200, 1024), (72, 8192, 4096), (128, 6144, 2048),  # n128_2x1 (rows on lines: m 65-127 at 46-50%; m = 128 to 50%, and past it where rows are off lines)
          (170, 8192, 2048), (200, 4104, 320), (256, 4096, 576),  # skinny_n128 (rows on lines: m 161-192; m 193-256 up to half a wave)
-         (513, 1000, 1088),  # skinny_n128 (m <= 512, n <= 1024, rows on lines)
-         (331, 1000, 1000), (600, 640, 2056),  # skinny_n128 (m <= 512, or 640 where n <= 640; rows off lines)
-         (448, 2048, 2048), (512, 1032, 4096),  # skinny_n128 (m 257-512, n 1025-2048, rows on lines)
-         (331, 1416, 1000), (300, 2048, 1000), (512, 2040, 328),  # swap_n128 (m 257-512, n 1025-2048, rows off lines)
+         (512, 1000, 1088), (800, 1000, 1088),  # skinny_n128 (m 449-512 and past 768, n <= 1024, rows on lines)
+         (331, 1000, 1000), (448, 640, 2056),  # skinny_n128 (m 257-448, n <= 1024, rows off lines)
+         (448, 2048, 2048), (400, 1032, 4096),  # skinny_n128 (m 257-448, n 1025-2048, rows on lines)
+         (331, 1416, 1000), (300, 2048, 1000), (448, 2040, 328),  # swap_n128 (m 257-448, n 1025-2048, rows off lines)
+         # m 449-768 up to half a wave: the narrowest swapped tile (96, 128, 160 columns of m) whose
+         # clusters of four fit one wave; m tiled by 5-8 of them, the last one partly outside m
+         (745, 584, 1984), (613, 1000, 1032), (600, 640, 2056), (456, 1280, 2048),  # swap_n96
+         (600, 1504, 2048), (736, 1280, 1024), (640, 1024, 2048), (497, 1728, 1000),  # swap_n128 (and m 577-672, n <= 1024 on lines)
+         (705, 1288, 328), (592, 1608, 2048), (456, 2048, 1000),  # swap_n160
+         (512, 2040, 328), (498, 1824, 3024),  # n128_2x1 (m 481-512, n 1793-2048: no swapped tile fits)
          (224, 8192, 4096), (200, 6000, 2048),  # large (m 193-224 past half a wave, one wave of its tiles, rows on lines)
-         (641, 1000, 1000), (1000, 1000, 1000), (1023, 520, 328),  # n128_2x1 (m <= 1024, n <= 1024, rows off lines)
-         (1289, 1416, 320), (600, 1504, 2048),  # large (rows off 128-byte lines, or on)
+         (769, 1000, 1000), (1000, 1000, 1000), (1023, 520, 328),  # n128_2x1 (m 769-1024, n <= 1024, rows off lines)
+         (1289, 1416, 320), (800, 1100, 2048),  # large (rows off 128-byte lines, or on)
          (250, 6000, 4096),  # large (m 225-256 over half a wave, rows on lines: the wave model's pick, as below)
          (250, 9000, 320), (256, 14336, 320),  # n160_coop, n224 (the same rows, the wave model's pick)
          # past half a wave at m > 256, the wave model's pick (base/choice.def's fastest):

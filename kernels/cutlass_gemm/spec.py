@@ -90,7 +90,10 @@ def label(shape):
 # swap_n160 at m = 133, n = 4104 (65 tiles of the weight padded to 68); with rows on lines (k = 320),
 # swap_n48_1x2 in BF16 at m = 77, n = 3720 (two tiles of 48 columns on a 1x2 cluster, the second 29 of
 # them inside m; 59 tiles of the weight, 8 of the last one's rows inside n) and swap_n64_1x2 at m = 113,
-# n = 4040 (two tiles of 64 columns, the second 49 inside m; 64 tiles of the weight).
+# n = 4040 (two tiles of 64 columns, the second 49 inside m; 64 tiles of the weight). At m 449-768
+# (rows off lines, k = 328): swap_n160 at m = 705, n = 1288 in BF16 (five tiles of 160 columns, the
+# fifth 65 of them inside m; 21 tiles of the weight padded to 24) and swap_n96 at m = 745, n = 584
+# (eight tiles of 96 columns, the eighth 73 inside m; 10 of the weight padded to 12).
 SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
                    {"m": 9, "n": 4360, "k": 1032, "dtype": "bf16"},
                    {"m": 37, "n": 200, "k": 1032, "dtype": "fp16"},
@@ -113,7 +116,9 @@ SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
                    {"m": 128, "n": 4104, "k": 328, "dtype": "fp16"},
                    {"m": 133, "n": 4104, "k": 1032, "dtype": "fp16"},
                    {"m": 77, "n": 3720, "k": 320, "dtype": "bf16"},
-                   {"m": 113, "n": 4040, "k": 320, "dtype": "fp16"}]
+                   {"m": 113, "n": 4040, "k": 320, "dtype": "fp16"},
+                   {"m": 705, "n": 1288, "k": 328, "dtype": "bf16"},
+                   {"m": 745, "n": 584, "k": 328, "dtype": "fp16"}]
 
 
 def _matmul(shape):
