@@ -54,7 +54,7 @@ CASES = [(1, 8, 8), (16, 4096, 4096), (5, 1000, 1000), (24, 14336, 1032),  # swa
          (512, 2040, 328), (498, 1824, 3024),  # n128_2x1 (m 481-512, n 1793-2048: no swapped tile fits)
          (224, 8192, 4096), (200, 6000, 2048),  # large (m 193-224 past half a wave, one wave of its tiles, rows on lines)
          (769, 1000, 1000), (1000, 1000, 1000), (1023, 520, 328),  # n128_2x1 (m 769-1024, n <= 1024, rows off lines)
-         (1289, 1416, 320), (800, 1100, 2048),  # large (rows off 128-byte lines, or on)
+         (1289, 1416, 320), (800, 1104, 2048),  # large (rows off 128-byte lines, or on)
          (250, 6000, 4096),  # large (m 225-256 over half a wave, rows on lines: the wave model's pick, as below)
          (250, 9000, 320), (256, 14336, 320),  # n160_coop, n224 (the same rows, the wave model's pick)
          # past half a wave at m > 256, the wave model's pick (base/choice.def's fastest):
