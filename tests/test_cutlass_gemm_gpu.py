@@ -46,9 +46,12 @@ CASES = [(1, 8, 8), (16, 4096, 4096), (5, 1000, 1000), (24, 14336, 1032),  # swa
          (331, 1000, 1000), (448, 640, 2056),  # skinny_n128 (m 257-448, n <= 1024, rows off lines)
          (448, 2048, 2048), (400, 1032, 4096),  # skinny_n128 (m 257-448, n 1025-2048, rows on lines)
          (331, 1416, 1000), (300, 2048, 1000), (448, 2040, 328),  # swap_n128 (m 257-448, n 1025-2048, rows off lines)
-         # m 449-768 up to half a wave: the narrowest swapped tile (96, 128, 160 columns of m) whose
-         # clusters of four fit one wave; m tiled by 5-8 of them, the last one partly outside m
-         (745, 584, 1984), (613, 1000, 1032), (600, 640, 2056), (456, 1280, 2048),  # swap_n96
+         # m 449-768 up to half a wave: skinny on lines where its 64x64 tiles make one wave (n <= 872,
+         # fewer as m grows), the last tile of m and of n partly outside
+         (745, 584, 1984), (684, 568, 3968), (576, 872, 1024), (640, 832, 2048),  # skinny
+         # beyond it the narrowest swapped tile (96, 128, 160 columns of m) whose clusters of four fit
+         # one wave; m tiled by 5-8 of them, the last one partly outside m
+         (613, 1000, 1032), (600, 640, 2056), (456, 1280, 2048), (768, 768, 2048),  # swap_n96
          (600, 1504, 2048), (736, 1280, 1024), (640, 1024, 2048), (497, 1728, 1000),  # swap_n128 (and m 577-672, n <= 1024 on lines)
          (705, 1288, 328), (592, 1608, 2048), (456, 2048, 1000),  # swap_n160
          (512, 2040, 328), (498, 1824, 3024),  # n128_2x1 (m 481-512, n 1793-2048: no swapped tile fits)

@@ -93,7 +93,9 @@ def label(shape):
 # n = 4040 (two tiles of 64 columns, the second 49 inside m; 64 tiles of the weight). At m 449-768
 # (rows off lines, k = 328): swap_n160 at m = 705, n = 1288 in BF16 (five tiles of 160 columns, the
 # fifth 65 of them inside m; 21 tiles of the weight padded to 24) and swap_n96 at m = 745, n = 584
-# (eight tiles of 96 columns, the eighth 73 inside m; 10 of the weight padded to 12).
+# (eight tiles of 96 columns, the eighth 73 inside m; 10 of the weight padded to 12); with rows on
+# lines (k = 320), skinny in BF16 at m = 684, n = 568 (11 x 9 tiles of 64x64, the last tile row 44
+# rows inside m, the last column 56 inside n).
 SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
                    {"m": 9, "n": 4360, "k": 1032, "dtype": "bf16"},
                    {"m": 37, "n": 200, "k": 1032, "dtype": "fp16"},
@@ -118,7 +120,8 @@ SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
                    {"m": 77, "n": 3720, "k": 320, "dtype": "bf16"},
                    {"m": 113, "n": 4040, "k": 320, "dtype": "fp16"},
                    {"m": 705, "n": 1288, "k": 328, "dtype": "bf16"},
-                   {"m": 745, "n": 584, "k": 328, "dtype": "fp16"}]
+                   {"m": 745, "n": 584, "k": 328, "dtype": "fp16"},
+                   {"m": 684, "n": 568, "k": 320, "dtype": "bf16"}]
 
 
 def _matmul(shape):
