@@ -184,7 +184,9 @@ PEERS = {"torch_matmul": _matmul}
 # operand multicast, for prefill_m512_n1k, where skinny's 128 blocks lose to cuBLAS by a rate per k,
 # not a cost per launch): 0.819 and 0.830 there against skinny's 0.802 and swap_n96's 0.867 (H200);
 # 0.878 at m = 512, n = 1024, k = 2048 (skinny_n128 0.747), but 0.58-0.86 where skinny reads 0.90-1.11
-# at m 305-448; under ncu skinny_2x1 made more L2 requests than skinny, not fewer. They stay out.
+# at m 305-448; under ncu skinny_2x1 made more L2 requests than skinny, not fewer (the nineteenth
+# session: 35% more sectors at m = 512, n = 1024, k = 4096, where cuBLAS's kernel of the same tile,
+# stages and cluster reads 11-13% fewer, and free of ncu's clock lock time follows sectors). They stay out.
 
 CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 5, "streamk_n64": 6,
               "wide": 7, "large_1x2": 8, "large_2x2": 9, "n192": 10, "n192_1x2": 11, "n192_2x1": 12,
