@@ -187,6 +187,12 @@ PEERS = {"torch_matmul": _matmul}
 # at m 305-448; under ncu skinny_2x1 made more L2 requests than skinny, not fewer (the nineteenth
 # session: 35% more sectors at m = 512, n = 1024, k = 4096, where cuBLAS's kernel of the same tile,
 # stages and cluster reads 11-13% fewer, and free of ncu's clock lock time follows sectors). They stay out.
+# swap128_n144 and swap128_n160 (the twentieth session, H200: the swapped tile 128 rows of n tall,
+# cooperative, 4x1 clusters) for m 129-160 where swap_n160's clusters of four do not fit one wave
+# (n > 7680) and theirs do (n <= 15360): the rule stated before 16 random shapes were drawn, the
+# pick read 0.80-1.22 of cuBLAS where swap_n160 reads 0.72-1.07, the best of the three builds at 16
+# of 16 (docs/benchmarks.md). Tuning builds until the rows that name them have run the GPU tests
+# and compute-sanitizer (the branch swap128-rows).
 
 CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 5, "streamk_n64": 6,
               "wide": 7, "large_1x2": 8, "large_2x2": 9, "n192": 10, "n192_1x2": 11, "n192_2x1": 12,
@@ -196,7 +202,8 @@ CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n1
               "swap_n160": 28, "swap_n192": 29, "swap_n96_2x1": 30, "swap128_n96": 31,
               "swap_n32_4x1": 32, "swap_n48": 33, "swap_n64_4x2": 34,
               "swap_n48_1x2": 35, "swap_n64_1x2": 36, "swap_n128_1x2": 37,
-              "skinny_1x2": 38, "skinny_2x1": 39}
+              "skinny_1x2": 38, "skinny_2x1": 39,
+              "swap128_n160": 40, "swap128_n144": 41}
 FORCE_MACRO = "ABLATE_GEMM_FORCE"
 CHOICE_FILE = Path(__file__).parent / "base" / "choice.def"
 ROWS = ("any", "off_line", "on_line")  # the table's rows column (base/cutlass_gemm.cu's Rows)

@@ -212,8 +212,15 @@ GEMM_CANDIDATE(37,    swap_n128_1x2, Tile64x128,     WideCluster,  PingPong,    
 // A and B; measured slower than skinny at most shapes: spec.py)
 GEMM_CANDIDATE(38,    skinny_1x2,  Tile64x64,        WideCluster,  PingPong,    DataParallel, Rank4)
 GEMM_CANDIDATE(39,    skinny_2x1,  Tile64x64,        TallCluster,  PingPong,    DataParallel, Rank4)
+// The swapped tile 128 rows of n tall, 144 or 160 columns of m, cooperative (one tile per block in one
+// wave), on 4x1 clusters: at m 129-160 and n 7681-15360, where swap_n160's 64-row tiles take more than
+// the 30 clusters of four the GPU holds at once (two waves), these take one (n / 512 clusters).
+// H200: 0.80-1.22 of cuBLAS against swap_n160's 0.72-1.07 at 12 of 12 random shapes drawn after the
+// rule was stated; swap_n160 ahead at n <= 7680 (docs/benchmarks.md, "The twentieth session").
+GEMM_CANDIDATE(40,    swap128_n160, Tile128x160,     Tall4Cluster, Cooperative, DataParallel, Rank4, E, Operands::ba)
+GEMM_CANDIDATE(41,    swap128_n144, Tile128x144,     Tall4Cluster, Cooperative, DataParallel, Rank4, E, Operands::ba)
 #undef GEMM_CANDIDATE
-enum CandidateIndex { fastest = 0, large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk, swap_n16, swap_n32, n144, n128_2x1, n320, n160, n160_coop, n288, n224, n176_coop, swap_n64, swap_n80, swap_n96, swap_n128, swap_n160, swap_n192, swap_n96_2x1, swap128_n96, swap_n32_4x1, swap_n48, swap_n64_4x2, swap_n48_1x2, swap_n64_1x2, swap_n128_1x2, skinny_1x2, skinny_2x1 };
+enum CandidateIndex { fastest = 0, large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk, swap_n16, swap_n32, n144, n128_2x1, n320, n160, n160_coop, n288, n224, n176_coop, swap_n64, swap_n80, swap_n96, swap_n128, swap_n160, swap_n192, swap_n96_2x1, swap128_n96, swap_n32_4x1, swap_n48, swap_n64_4x2, swap_n48_1x2, swap_n64_1x2, swap_n128_1x2, skinny_1x2, skinny_2x1, swap128_n160, swap128_n144 };
 
 // The workspace a configuration asks for (stream-K's partial sums and tile locks; none for the
 // data-parallel scheduler), which the ABI has no argument for: one buffer per process, grown
