@@ -191,6 +191,26 @@ def test_a_build_with_nothing_to_do_starts_no_ninja(tmp_path, monkeypatch):
     assert not build([p.base, p.patched], p.build_cfg, p.kernel, p.root)["p"].cached and started
 
 
+def test_a_build_that_waited_for_the_lock_does_not_compile_what_the_build_before_it_made(tmp_path, monkeypatch):
+    """Two test processes ask for the same variant: the second finds it unbuilt, waits for the
+    folder's lock while the first builds it, then asks again under the lock and starts no ninja
+    (which could compile it again while the first process reads it)."""
+    from ablate.build import compile as compile_module
+
+    p = stand_in(tmp_path)
+    first = build([p.base, p.patched], p.build_cfg, p.kernel, p.root)
+    real, calls = compile_module._up_to_date, []
+
+    def checked_before_the_other_build_finished(build_dir, digest, root):
+        calls.append(lock_state(build_dir))
+        return False if calls[-1] == "free" else real(build_dir, digest, root)
+    monkeypatch.setattr(compile_module, "_up_to_date", checked_before_the_other_build_finished)
+    monkeypatch.setattr(compile_module, "find_ninja", lambda: pytest.fail("ninja started for what is built"))
+    again = build([p.base, p.patched], p.build_cfg, p.kernel, p.root)
+    assert all(again[n].cached and again[n].lib == first[n].lib for n in first)
+    assert "free" in calls and "held" in calls
+
+
 def test_only_if_built_answers_without_compiling(tmp_path, monkeypatch):
     """What the sweep's callback asks of each job's variants before the build (to send its
     spec to the GPU worker at once): None where anything would compile, compiling nothing."""

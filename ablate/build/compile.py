@@ -106,17 +106,26 @@ def _build_once(variants, build_cfg, kernel, root: Path, build_dir: Path, base_r
     hashed = {d: sources | {(root / h).resolve() for h in v.headers} for d, (v, _) in edges.items()}
     stale = [d for d in edges if not _up_to_date(build_dir, d, root)]
 
-    if not stale:
+    def cached():
         # Every library is there and newer than everything its compile read: what ninja would
         # find, without starting it (a sweep's jobs each ask again for what its callback built).
         return {variant.name: _result(variant, build_dir, digest, arch, cached=True)
                 for digest, (variant, _) in edges.items()}
+    if not stale:
+        return cached()
     if only_if_built:
         return None
     ninja_file = build_dir / "build.ninja"
     with open(build_dir / ".lock", "w") as lock:
         # One build at a time per directory: ninja's own logs are not safe to share.
         fcntl.flock(lock, fcntl.LOCK_EX)
+        # Asked again under the lock: the build that held it may have made some of them since,
+        # and ninja, handed them, could compile them again while that process reads them (a test
+        # once found such a library missing, the other test process then rebuilding it: a clean
+        # clone's CI, 2026-11-29; that this is how, not confirmed).
+        stale = [d for d in stale if not _up_to_date(build_dir, d, root)]
+        if not stale:
+            return cached()
         before = {d: _mtime(build_dir / f"{d}.so") for d in edges}
         _write_atomically(ninja_file, ninja_manifest(edges, build_dir, kernel, root))
         jobs = int(build_cfg.get("jobs", 0) or 0)
