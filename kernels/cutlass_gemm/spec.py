@@ -95,7 +95,9 @@ def label(shape):
 # fifth 65 of them inside m; 21 tiles of the weight padded to 24) and swap_n96 at m = 745, n = 584
 # (eight tiles of 96 columns, the eighth 73 inside m; 10 of the weight padded to 12); with rows on
 # lines (k = 320), skinny in BF16 at m = 684, n = 568 (11 x 9 tiles of 64x64, the last tile row 44
-# rows inside m, the last column 56 inside n).
+# rows inside m, the last column 56 inside n); swap128_n144 in FP16 at m = 137, n = 8712 (69 tiles
+# 128 rows of the weight tall, the last 8 rows inside n; m 7 columns short of the tile's 144) and
+# swap128_n160 in BF16 at m = 153, n = 7752 (61 tiles, the last 72 rows inside n).
 SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
                    {"m": 9, "n": 4360, "k": 1032, "dtype": "bf16"},
                    {"m": 37, "n": 200, "k": 1032, "dtype": "fp16"},
@@ -121,7 +123,9 @@ SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
                    {"m": 113, "n": 4040, "k": 320, "dtype": "fp16"},
                    {"m": 705, "n": 1288, "k": 328, "dtype": "bf16"},
                    {"m": 745, "n": 584, "k": 328, "dtype": "fp16"},
-                   {"m": 684, "n": 568, "k": 320, "dtype": "bf16"}]
+                   {"m": 684, "n": 568, "k": 320, "dtype": "bf16"},
+                   {"m": 137, "n": 8712, "k": 328, "dtype": "fp16"},
+                   {"m": 153, "n": 7752, "k": 320, "dtype": "bf16"}]
 
 
 def _matmul(shape):
@@ -383,7 +387,8 @@ def not_applicable(pathology, shape):
 # (the tile shape follows the kernel schedule, ...Pingpong or ...Cooperative, in every instance
 # the builds make, cp_async's included) tells wide (256 rows) and n128_2x1 (64) from large (128;
 # large's tile seam gives it 64x64, whose atom is 64x64); n192_1x2, n160_coop and n224 are the ones
-# whose atoms are 64x192, 64x160 and 64x224 (n320: 64x160 across a tile 320 wide). Names come demangled where c++filt takes them, mangled otherwise (tupleIJiiiEE /
+# whose atoms are 64x192, 64x160 and 64x224 (n320: 64x160 across a tile 320 wide); swap128_n160 is
+# swap_n160's atom in a tile 128 rows tall (the tile's M, as above). Names come demangled where c++filt takes them, mangled otherwise (tupleIJiiiEE /
 # tupleIJiiiiEE, ILi128E for C<128>): both are read.
 _RANK = {"cute::tuple<int, int, int>,": 3, "tupleIJiiiEE": 3, "cute::tuple<int, int, int, int>": 4,
          "tupleIJiiiiEE": 4}
@@ -415,7 +420,8 @@ _SIGNATURE = {"skinny": (4, False, 64, False), "skinny_n32": (4, False, 32, Fals
               "swap_n64": (4, False, 64, True), "swap_n96": (4, False, 96, True),
               "swap_n128": (4, False, 128, True), "swap_n160": (4, False, 160, True),
               "swap_n32_4x1": (4, False, 32, True),  # swap_n32 (a 1x2 cluster) too: a tuning build only
-              "swap_n48_1x2": (4, False, 48, True)}  # swap_n48 (4x1) too: a tuning build only
+              "swap_n48_1x2": (4, False, 48, True),  # swap_n48 (4x1) too: a tuning build only
+              "swap128_n144": (4, False, 144, True)}
 
 
 def _cluster(kernel_name):
@@ -450,6 +456,8 @@ def _config(kernel_name):
     name = next((n for n, s in _SIGNATURE.items() if s == signature), None)
     if name == "n160_coop" and (tile := _TILE.search(kernel_name)) and tile.group(2) == "320":
         name = "n320"  # two 64x160 atoms across its 320 columns
+    if name == "swap_n160" and (tile := _TILE.search(kernel_name)) and tile.group(1) == "128":
+        name = "swap128_n160"  # the tile 128 rows tall: its two consumer warpgroups' 64x160 atoms
     name = _CLUSTERED.get((name, _cluster(kernel_name)), name)
     return None if name is None else f"{dtype}_{name}"
 
