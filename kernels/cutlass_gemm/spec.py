@@ -195,8 +195,8 @@ PEERS = {"torch_matmul": _matmul}
 # cooperative, 4x1 clusters) for m 129-160 where swap_n160's clusters of four do not fit one wave
 # (n > 7680) and theirs do (n <= 15360): the rule stated before 16 random shapes were drawn, the
 # pick read 0.80-1.22 of cuBLAS where swap_n160 reads 0.72-1.07, the best of the three builds at 16
-# of 16 (docs/benchmarks.md). Tuning builds until the rows that name them have run the GPU tests
-# and compute-sanitizer (the branch swap128-rows).
+# of 16 (docs/benchmarks.md). base/choice.def's rows name them since the twenty-first session,
+# after the GPU tests and compute-sanitizer ran over them (H200).
 
 CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 5, "streamk_n64": 6,
               "wide": 7, "large_1x2": 8, "large_2x2": 9, "n192": 10, "n192_1x2": 11, "n192_2x1": 12,
