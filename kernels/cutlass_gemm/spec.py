@@ -207,7 +207,8 @@ CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n1
               "swap_n32_4x1": 32, "swap_n48": 33, "swap_n64_4x2": 34,
               "swap_n48_1x2": 35, "swap_n64_1x2": 36, "swap_n128_1x2": 37,
               "skinny_1x2": 38, "skinny_2x1": 39,
-              "swap128_n160": 40, "swap128_n144": 41}
+              "swap128_n160": 40, "swap128_n144": 41, "swap128_n128": 42, "swap128_n192": 43,
+              "swap128_n64": 44, "swap_n160_splitk": 45, "swap128_n160_splitk": 46}
 FORCE_MACRO = "ABLATE_GEMM_FORCE"
 CHOICE_FILE = Path(__file__).parent / "base" / "choice.def"
 ROWS = ("any", "off_line", "on_line")  # the table's rows column (base/cutlass_gemm.cu's Rows)

@@ -219,8 +219,17 @@ GEMM_CANDIDATE(39,    skinny_2x1,  Tile64x64,        TallCluster,  PingPong,    
 // rule was stated; swap_n160 ahead at n <= 7680 (docs/benchmarks.md, "The twentieth session").
 GEMM_CANDIDATE(40,    swap128_n160, Tile128x160,     Tall4Cluster, Cooperative, DataParallel, Rank4, E, Operands::ba)
 GEMM_CANDIDATE(41,    swap128_n144, Tile128x144,     Tall4Cluster, Cooperative, DataParallel, Rank4, E, Operands::ba)
+// The same tall tile where m's other swapped tiles take two waves of clusters past n = 7680
+// (swap_n64, swap_n128: n / 64 tiles), and the swapped tiles with k split, where n <= 7680 leaves
+// half the SMs without a tile (swap_n160: 64 tiles at n = 4096): tuning builds, to measure.
+GEMM_CANDIDATE(42,    swap128_n128, Tile128x128,     Tall4Cluster, Cooperative, DataParallel, Rank4, E, Operands::ba)
+GEMM_CANDIDATE(43,    swap128_n192, Tile128x192,     Tall4Cluster, Cooperative, DataParallel, Rank4, E, Operands::ba)
+GEMM_CANDIDATE(44,    swap128_n64, Tile128x64,       Tall4Cluster, Cooperative, DataParallel, Rank4, E, Operands::ba)
+GEMM_CANDIDATE(45,    swap_n160_splitk, Tile64x160,  Tall4Cluster, PingPong,    DataParallel, Rank4, float, Operands::ba)
+GEMM_CANDIDATE(46,    swap128_n160_splitk, Tile128x160, Tall4Cluster, Cooperative, DataParallel, Rank4, float, Operands::ba)
 #undef GEMM_CANDIDATE
-enum CandidateIndex { fastest = 0, large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk, swap_n16, swap_n32, n144, n128_2x1, n320, n160, n160_coop, n288, n224, n176_coop, swap_n64, swap_n80, swap_n96, swap_n128, swap_n160, swap_n192, swap_n96_2x1, swap128_n96, swap_n32_4x1, swap_n48, swap_n64_4x2, swap_n48_1x2, swap_n64_1x2, swap_n128_1x2, skinny_1x2, skinny_2x1, swap128_n160, swap128_n144 };
+enum CandidateIndex { fastest = 0, large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk, swap_n16, swap_n32, n144, n128_2x1, n320, n160, n160_coop, n288, n224, n176_coop, swap_n64, swap_n80, swap_n96, swap_n128, swap_n160, swap_n192, swap_n96_2x1, swap128_n96, swap_n32_4x1, swap_n48, swap_n64_4x2, swap_n48_1x2, swap_n64_1x2, swap_n128_1x2, skinny_1x2, skinny_2x1, swap128_n160, swap128_n144,
+                     swap128_n128, swap128_n192, swap128_n64, swap_n160_splitk, swap128_n160_splitk };
 
 // The workspace a configuration asks for (stream-K's partial sums and tile locks; none for the
 // data-parallel scheduler), which the ABI has no argument for: one buffer per process, grown
