@@ -197,6 +197,9 @@ PEERS = {"torch_matmul": _matmul}
 # pick read 0.80-1.22 of cuBLAS where swap_n160 reads 0.72-1.07, the best of the three builds at 16
 # of 16 (docs/benchmarks.md). base/choice.def's rows name them since the twenty-first session,
 # after the GPU tests and compute-sanitizer ran over them (H200).
+# swap128_n128, swap128_n192, swap128_n64 (the same tall tile at other m) and swap_n160_splitk,
+# swap128_n160_splitk (the swapped tiles with k split over the batch mode, as skinny_splitk) are the
+# twenty-first session's (base/cutlass_gemm.cu cites what each read).
 
 CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 5, "streamk_n64": 6,
               "wide": 7, "large_1x2": 8, "large_2x2": 9, "n192": 10, "n192_1x2": 11, "n192_2x1": 12,

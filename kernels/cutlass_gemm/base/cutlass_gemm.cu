@@ -221,7 +221,10 @@ GEMM_CANDIDATE(40,    swap128_n160, Tile128x160,     Tall4Cluster, Cooperative, 
 GEMM_CANDIDATE(41,    swap128_n144, Tile128x144,     Tall4Cluster, Cooperative, DataParallel, Rank4, E, Operands::ba)
 // The same tall tile where m's other swapped tiles take two waves of clusters past n = 7680
 // (swap_n64, swap_n128: n / 64 tiles), and the swapped tiles with k split, where n <= 7680 leaves
-// half the SMs without a tile (swap_n160: 64 tiles at n = 4096): tuning builds, to measure.
+// half the SMs without a tile (swap_n160: 64 tiles at n = 4096). H200 (docs/benchmarks.md, "The
+// twenty-first session"): swap128_n64 and swap128_n128 +2-40% at 15 of 18 shapes past n = 7680;
+// swap128_n192 at m 161-192 +4-5% at n = 14336 but -22% at n = 11008 (86 tiles fill 65% of the
+// SMs); both split-k builds 10-30% below swap_n160 at six shapes, m 136-160, n 3072-7168.
 GEMM_CANDIDATE(42,    swap128_n128, Tile128x128,     Tall4Cluster, Cooperative, DataParallel, Rank4, E, Operands::ba)
 GEMM_CANDIDATE(43,    swap128_n192, Tile128x192,     Tall4Cluster, Cooperative, DataParallel, Rank4, E, Operands::ba)
 GEMM_CANDIDATE(44,    swap128_n64, Tile128x64,       Tall4Cluster, Cooperative, DataParallel, Rank4, E, Operands::ba)
