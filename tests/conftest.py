@@ -189,8 +189,9 @@ def every_variant(tmp_path_factory):
         os.environ[CALLS_ENV] = str(calls)
         nvcc = _nvcc_wrapper(base)
         cfg = OmegaConf.load(ROOT / "conf" / "config.yaml")
-        # As many compiles at once as cores (ninja's default is 2 more): one of cutlass_gemm's
-        # takes ~4.7 GB, and a CI machine of 2 cores has 24 GB.
+        # As many compiles at once as cores (ninja's default is 2 more), fewer where the memory
+        # available does not hold them (ablate.build.compile: cutlass_gemm's spec.BUILD_MEMORY_GIB;
+        # a CI machine of 2 cores has 23 GiB).
         build_cfg = OmegaConf.merge(cfg.build, {"dir": str(base / "build"), "arch": "sm_90",
                                                 "nvcc": str(nvcc), "jobs": os.cpu_count() or 1})
         _session["built"] = {}

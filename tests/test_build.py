@@ -526,3 +526,35 @@ def test_whether_cuda_is_there_needs_no_torch_where_linux_has_no_nvidia_device(t
     assert pipeline.gpu_available() == (False, "no CUDA device is visible (this machine has no NVIDIA device)")
     (tmp_path / "nvidiactl").touch()
     assert pipeline.gpu_available() == (False, "torch is not installed")
+
+
+def test_the_compiles_at_once_fit_the_memory_the_kernels_spec_says_one_takes(monkeypatch):
+    """ninja's -j: build.jobs, capped where the spec says what one compile takes (BUILD_MEMORY_GIB)
+    by how many of them the memory available now holds, at least one; uncapped where the spec
+    says nothing, the memory is unknown or one library is built."""
+    from types import SimpleNamespace as NS
+
+    from ablate.build import compile as c
+
+    heavy, light = NS(spec=NS(BUILD_MEMORY_GIB=12)), NS(spec=NS())
+    monkeypatch.setattr(c, "available_memory_gib", lambda: 23.0)  # a CI machine of two cores
+    assert c._jobs({"jobs": 2}, heavy, 11) == 1
+    assert c._jobs({"jobs": 0}, heavy, 11) == 1
+    assert c._jobs({"jobs": 2}, heavy, 1) == 2
+    assert c._jobs({"jobs": 2}, light, 11) == 2 and c._jobs({"jobs": 0}, light, 11) == 0
+    monkeypatch.setattr(c, "available_memory_gib", lambda: 5.0)
+    assert c._jobs({"jobs": 8}, heavy, 11) == 1
+    monkeypatch.setattr(c, "available_memory_gib", lambda: 125.0)  # a GPU machine of 16 cores
+    assert c._jobs({"jobs": 16}, heavy, 11) == 10
+    assert c._jobs({"jobs": 4}, heavy, 11) == 4
+    monkeypatch.setattr(c, "available_memory_gib", lambda: None)
+    assert c._jobs({"jobs": 2}, heavy, 11) == 2
+
+
+def test_available_memory_is_read_where_linux_says_it():
+    from ablate.build import compile as c
+
+    if not Path("/proc/meminfo").exists():
+        assert c.available_memory_gib() is None
+    else:
+        assert 0 < c.available_memory_gib() < 2**20

@@ -128,7 +128,7 @@ def _build_once(variants, build_cfg, kernel, root: Path, build_dir: Path, base_r
             return cached()
         before = {d: _mtime(build_dir / f"{d}.so") for d in edges}
         _write_atomically(ninja_file, ninja_manifest(edges, build_dir, kernel, root))
-        jobs = int(build_cfg.get("jobs", 0) or 0)
+        jobs = _jobs(build_cfg, kernel, len(stale))
         # Only what is not up to date: a library another checkout built is, though this
         # checkout's copies of its sources are newer than it (ninja would compile it again).
         run = subprocess.run(
@@ -561,6 +561,32 @@ def _nvcc_version(nvcc: str, found, stamp) -> str:
     if run.returncode != 0:
         raise BuildError(f"`{nvcc} --version` failed: {run.stderr.strip()}")
     return run.stdout
+
+
+def available_memory_gib() -> float | None:
+    """The memory the kernel allows new processes now (/proc/meminfo's MemAvailable), in GiB;
+    None where it does not say."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 2**20
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _jobs(build_cfg, kernel, compiles: int) -> int:
+    """ninja's -j (0: ninja's default, the cores + 2): build.jobs, but no more compiles at once than
+    the memory available now holds where the kernel's spec says what one takes (BUILD_MEMORY_GIB,
+    the peak of one compile of its source, measured): past it the compiles push each other out
+    of memory and the build crawls (cutlass_gemm's two at once on a CI machine of 23 GiB: an hour
+    at 2% of its tests, 2026-11-29)."""
+    jobs = int(build_cfg.get("jobs", 0) or 0)
+    need = getattr(getattr(kernel, "spec", None), "BUILD_MEMORY_GIB", None)
+    if not need or compiles < 2 or (free := available_memory_gib()) is None:
+        return jobs
+    fits = max(1, int(free // float(need)))
+    return min(jobs or (os.cpu_count() or 1) + 2, fits)
 
 
 def find_ninja() -> str:

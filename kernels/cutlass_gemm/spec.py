@@ -212,6 +212,12 @@ CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n1
               "skinny_1x2": 38, "skinny_2x1": 39,
               "swap128_n160": 40, "swap128_n144": 41, "swap128_n128": 42, "swap128_n192": 43,
               "swap128_n64": 44, "swap_n160_splitk": 45, "swap128_n160_splitk": 46}
+# The memory one compile of base/cutlass_gemm.cu takes at its peak, for ablate.build.compile's cap
+# on compiles at once: the table's configurations, all in one translation unit, grow it (~4.7 GB
+# each in FP16 alone in the fifth session; 11.4 GiB and still growing for each of the two that a
+# clean clone's CI ran at once on 23 GiB, the branch swap128-more, 2026-11-29, where the pair
+# crawled for an hour; a full peak: not measured).
+BUILD_MEMORY_GIB = 12
 FORCE_MACRO = "ABLATE_GEMM_FORCE"
 CHOICE_FILE = Path(__file__).parent / "base" / "choice.def"
 ROWS = ("any", "off_line", "on_line")  # the table's rows column (base/cutlass_gemm.cu's Rows)
