@@ -214,7 +214,7 @@ CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n1
               "swap128_n64": 44, "swap_n160_splitk": 45, "swap128_n160_splitk": 46}
 # The memory one compile of base/cutlass_gemm.cu takes at its peak, for ablate.build.compile's cap
 # on compiles at once: the table's configurations, all in one translation unit, grow it (~4.7 GB
-# each in FP16 alone in the fifth session; 11.4 GiB and still growing for each of the two that a
+# each in FP16 alone when tests/conftest.py first capped its jobs; 11.4 GiB and still growing for each of the two that a
 # clean clone's CI ran at once on 23 GiB, the branch swap128-more, 2026-11-29, where the pair
 # crawled for an hour; a full peak: not measured).
 BUILD_MEMORY_GIB = 12
