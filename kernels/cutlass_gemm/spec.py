@@ -97,7 +97,10 @@ def label(shape):
 # lines (k = 320), skinny in BF16 at m = 684, n = 568 (11 x 9 tiles of 64x64, the last tile row 44
 # rows inside m, the last column 56 inside n); swap128_n144 in FP16 at m = 137, n = 8712 (69 tiles
 # 128 rows of the weight tall, the last 8 rows inside n; m 7 columns short of the tile's 144) and
-# swap128_n160 in BF16 at m = 153, n = 7752 (61 tiles, the last 72 rows inside n).
+# swap128_n160 in BF16 at m = 153, n = 7752 (61 tiles, the last 72 rows inside n); swap128_n64 in
+# BF16 at m = 45, n = 8200 (rows off lines; 65 tiles, the last 8 rows inside n), swap128_n96 in
+# FP16 at m = 81, n = 8712 (69 tiles, the last 8 rows inside n) and swap128_n128 in BF16 at
+# m = 117, n = 9224 (73 tiles, the last 8 rows inside n), each m short of its tile's columns.
 SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
                    {"m": 9, "n": 4360, "k": 1032, "dtype": "bf16"},
                    {"m": 37, "n": 200, "k": 1032, "dtype": "fp16"},
@@ -125,7 +128,10 @@ SANITIZE_SHAPES = [{"m": 9, "n": 264, "k": 1032, "dtype": "fp16"},
                    {"m": 745, "n": 584, "k": 328, "dtype": "fp16"},
                    {"m": 684, "n": 568, "k": 320, "dtype": "bf16"},
                    {"m": 137, "n": 8712, "k": 328, "dtype": "fp16"},
-                   {"m": 153, "n": 7752, "k": 320, "dtype": "bf16"}]
+                   {"m": 153, "n": 7752, "k": 320, "dtype": "bf16"},
+                   {"m": 45, "n": 8200, "k": 328, "dtype": "bf16"},
+                   {"m": 81, "n": 8712, "k": 320, "dtype": "fp16"},
+                   {"m": 117, "n": 9224, "k": 320, "dtype": "bf16"}]
 
 
 def _matmul(shape):
@@ -397,8 +403,9 @@ def not_applicable(pathology, shape):
 # (the tile shape follows the kernel schedule, ...Pingpong or ...Cooperative, in every instance
 # the builds make, cp_async's included) tells wide (256 rows) and n128_2x1 (64) from large (128;
 # large's tile seam gives it 64x64, whose atom is 64x64); n192_1x2, n160_coop and n224 are the ones
-# whose atoms are 64x192, 64x160 and 64x224 (n320: 64x160 across a tile 320 wide); swap128_n160 is
-# swap_n160's atom in a tile 128 rows tall (the tile's M, as above). Names come demangled where c++filt takes them, mangled otherwise (tupleIJiiiEE /
+# whose atoms are 64x192, 64x160 and 64x224 (n320: 64x160 across a tile 320 wide); swap128_n64,
+# _n96, _n128 and _n160 are swap_n64's, _n96's, _n128's and _n160's atoms in a tile 128 rows tall
+# (the tile's M, as above). Names come demangled where c++filt takes them, mangled otherwise (tupleIJiiiEE /
 # tupleIJiiiiEE, ILi128E for C<128>): both are read.
 _RANK = {"cute::tuple<int, int, int>,": 3, "tupleIJiiiEE": 3, "cute::tuple<int, int, int, int>": 4,
          "tupleIJiiiiEE": 4}
@@ -466,8 +473,9 @@ def _config(kernel_name):
     name = next((n for n, s in _SIGNATURE.items() if s == signature), None)
     if name == "n160_coop" and (tile := _TILE.search(kernel_name)) and tile.group(2) == "320":
         name = "n320"  # two 64x160 atoms across its 320 columns
-    if name == "swap_n160" and (tile := _TILE.search(kernel_name)) and tile.group(1) == "128":
-        name = "swap128_n160"  # the tile 128 rows tall: its two consumer warpgroups' 64x160 atoms
+    if name in ("swap_n64", "swap_n96", "swap_n128", "swap_n160") and (tile := _TILE.search(kernel_name)) \
+            and tile.group(1) == "128":
+        name = f"swap128_{name.removeprefix('swap_')}"  # the tile 128 rows tall: one 64xN atom per consumer warpgroup
     name = _CLUSTERED.get((name, _cluster(kernel_name)), name)
     return None if name is None else f"{dtype}_{name}"
 
