@@ -218,7 +218,7 @@ CANDIDATES = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n1
               "swap128_n64": 44, "swap_n160_splitk": 45, "swap128_n160_splitk": 46}
 # The memory one compile of base/cutlass_gemm.cu takes at its peak, for ablate.build.compile's cap
 # on compiles at once: the table's configurations, all in one translation unit, grow it. Measured
-# alone on the CI machine's kind (2 cores, 23 GiB; `/usr/bin/time -v`, maximum resident set, the
+# alone on a machine like CI's (2 cores, 23 GiB; `/usr/bin/time -v`, maximum resident set, the
 # branch swap128-more's table, 2026-11-29): 12.8 GiB in FP16 alone (tests/conftest.py's narrowed
 # build, 3 min 9 s) and 13.6 GiB in both types (3 min 47 s); two at once on that machine crawled for
 # an hour.
