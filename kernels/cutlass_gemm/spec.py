@@ -402,9 +402,8 @@ def not_applicable(pathology, shape):
 # (the tile shape follows the kernel schedule, ...Pingpong or ...Cooperative, in every instance
 # the builds make, cp_async's included) tells wide (256 rows) and n128_2x1 (64) from large (128;
 # large's tile seam gives it 64x64, whose atom is 64x64); n192_1x2, n160_coop and n224 are the ones
-# whose atoms are 64x192, 64x160 and 64x224 (n320: 64x160 across a tile 320 wide); swap128_n64,
-# _n96, _n128 and _n160 are swap_n64's, _n96's, _n128's and _n160's atoms in a tile 128 rows tall
-# (the tile's M, as above). Names come demangled where c++filt takes them, mangled otherwise (tupleIJiiiEE /
+# whose atoms are 64x192, 64x160 and 64x224 (n320: 64x160 across a tile 320 wide); each
+# swap128_n<N> is swap_n<N>'s atom in a tile 128 rows tall (the tile's M, as above). Names come demangled where c++filt takes them, mangled otherwise (tupleIJiiiEE /
 # tupleIJiiiiEE, ILi128E for C<128>): both are read.
 _RANK = {"cute::tuple<int, int, int>,": 3, "tupleIJiiiEE": 3, "cute::tuple<int, int, int, int>": 4,
          "tupleIJiiiiEE": 4}
@@ -472,8 +471,7 @@ def _config(kernel_name):
     name = next((n for n, s in _SIGNATURE.items() if s == signature), None)
     if name == "n160_coop" and (tile := _TILE.search(kernel_name)) and tile.group(2) == "320":
         name = "n320"  # two 64x160 atoms across its 320 columns
-    if name in ("swap_n64", "swap_n96", "swap_n128", "swap_n160") and (tile := _TILE.search(kernel_name)) \
-            and tile.group(1) == "128":
+    if name and name.startswith("swap_n") and (tile := _TILE.search(kernel_name)) and tile.group(1) == "128":
         name = f"swap128_{name.removeprefix('swap_')}"  # the tile 128 rows tall: one 64xN atom per consumer warpgroup
     name = _CLUSTERED.get((name, _cluster(kernel_name)), name)
     return None if name is None else f"{dtype}_{name}"
