@@ -20,6 +20,9 @@ def run_job(job) -> Result:
     from ablate.build.compile import BuildError, build, first_error
     from ablate.build.library import variant_info
 
+    if job.failed:  # found while the job was worked out (its autotuner failed at the shape): nothing to build
+        return Result("crashed", {"kernel": job.kernel, "failed_side": "base", "base_meta_from": "autotuner"},
+                      error=job.failed)
     if job.opted_out:  # the kernel's yaml says so (kernel.not_applicable): nothing to build
         return Result("not_applicable", {"kernel": job.kernel, "not_applicable": "declared by the kernel"},
                       error="; ".join(f"{p}: kernel {job.kernel} declares it not applicable: {why}"
@@ -42,8 +45,15 @@ def run_job(job) -> Result:
             params["failed_side"] = who  # ablate/sweep/outcome.py reads it
             return Result("build_failed", params, artifacts={"build.log": b.log}, error=error)
     if getattr(job.plugin.spec, "META_FROM", None) == "autotune":  # which config of the autotuner is the base
+        from ablate.build import triton_autotune
+
         params["base_meta"] = json.dumps(job.base.base_meta or job.plugin.spec.META, sort_keys=True)
-        params["base_meta_from"] = "autotuner" if job.base.base_meta else "first autotune config"
+        params["base_meta_from"] = "autotuner" if job.tuned else "first autotune config"
+        sources = job.tuned.get("sources") or triton_autotune.static_sources(job.plugin, job.shape)
+        params["base_meta_sources"] = triton_autotune.sources_text(sources)
+        if job.tuned:
+            params["autotune_gpu"] = str(job.tuned.get("gpu"))
+            params["autotune_configs_timed"] = str(job.tuned.get("configs_timed"))
     elif job.base.base_meta:  # a configuration chosen by shape (spec.base_meta)
         params["base_meta"] = json.dumps(job.base.base_meta, sort_keys=True)
         params["base_meta_from"] = "spec.base_meta(shape)"
@@ -171,7 +181,7 @@ def timed_wire(job, builds) -> dict | None:
     (ablate/gpu/worker.py, plan_ahead); a guess that is wrong costs time, never a result,
     since the worker times a spec sent ahead only for the job that brings that very spec."""
     base, var = builds.get(job.base.name), builds.get(job.variant.name)
-    if job.opted_out or base is None or var is None or not (base.ok and var.ok):
+    if job.opted_out or job.failed or base is None or var is None or not (base.ok and var.ok):
         return None
     if not_applicable(job.variant, base, var) or effective_mode(job.mode, job.plugin) != "gpu":
         return None
@@ -186,7 +196,7 @@ def built_wire(job):
     something of it must be built first, so that its spec is not known yet."""
     from ablate.build.compile import build
 
-    if job.opted_out:
+    if job.opted_out or job.failed:
         return None
     builds = build(job.variants, job.build, job.plugin, ROOT, only_if_built=True)
     return False if builds is None else timed_wire(job, builds)

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from omegaconf import OmegaConf
 
 from ablate.build import cache, seams, triton_aot
-from ablate.build.compile import _build_dir, build, library_path
+from ablate.build.compile import build_dir_of, build, library_path
 from ablate.job import plugins
 from ablate.job.variant import variant_from_cfg
 from conftest import kept_build_dir
@@ -31,11 +31,11 @@ def checkout(root: Path, build_dir: Path):
 def test_the_cache_lies_in_the_users_cache_folder_unless_build_dir_says(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert cache.root() == tmp_path / "xdg" / "ablate"
-    assert _build_dir(OmegaConf.create({"dir": None}), ROOT) == tmp_path / "xdg" / "ablate" / "build"
+    assert build_dir_of(OmegaConf.create({"dir": None}), ROOT) == tmp_path / "xdg" / "ablate" / "build"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert _build_dir(OmegaConf.create({"dir": None}), ROOT) == tmp_path / "home" / ".cache" / "ablate" / "build"
-    assert _build_dir(OmegaConf.create({"dir": "runs/build"}), ROOT) == ROOT / "runs" / "build"
+    assert build_dir_of(OmegaConf.create({"dir": None}), ROOT) == tmp_path / "home" / ".cache" / "ablate" / "build"
+    assert build_dir_of(OmegaConf.create({"dir": "runs/build"}), ROOT) == ROOT / "runs" / "build"
     # the app's default is the cache
     assert OmegaConf.load(ROOT / "conf" / "config.yaml").build.dir is None
 

@@ -75,12 +75,12 @@ def test_an_autotuned_kernel_sweeps_statically_on_its_first_config(tmp_path, cap
 
 
 def test_the_autotuned_base_on_a_gpu_is_the_variants_base(tmp_path, monkeypatch):
-    """What make_job does with the autotuner's pick (triton_autotune.base_meta, mode=gpu): every
+    """What make_job does with the autotuner's pick (triton_autotune.base_record, mode=gpu): every
     variant of the job is built on it, and a pathology's fraction_of_base reads it."""
     from ablate.build import triton_autotune
 
     picked = {"BLOCK": 2048, "num_warps": 8, "num_stages": 3}
-    monkeypatch.setattr(triton_autotune, "base_meta", lambda plugin, shape, build_dir: picked)
+    monkeypatch.setattr(triton_autotune, "base_record", lambda plugin, shape, build_dir, timeout_s: {"meta": picked})
     cfg = plugins.compose("tuned_axpy", ["pathology=half_warps", "mode=gpu", f"build.dir={tmp_path}"],
                           kernel_path=[FIXTURES])
     job = make_job(cfg)
@@ -103,8 +103,8 @@ def test_the_specs_meta_overrides_the_autotuner(tmp_path, monkeypatch):
     spec_py.write_text(spec_py.read_text() + '\nMETA = {"num_warps": 2}\n')
     spec = plugins.load("tuned_axpy", [folder.parent]).spec
     assert spec.META_FROM == "autotune" and spec.META == {"BLOCK": 1024, "num_warps": 2, "num_stages": 3}
-    monkeypatch.setattr(triton_autotune, "base_meta",
-                        lambda plugin, shape, build_dir: {"BLOCK": 2048, "num_warps": 8, "num_stages": 3})
+    monkeypatch.setattr(triton_autotune, "base_record", lambda plugin, shape, build_dir, timeout_s:
+                        {"meta": {"BLOCK": 2048, "num_warps": 8, "num_stages": 3}})
     job = make_job(plugins.compose("tuned_axpy", ["pathology=none", "mode=gpu"], kernel_path=[folder.parent]))
     assert job.base.base_meta == {"BLOCK": 2048, "num_warps": 2, "num_stages": 3}
     full = tmp_path / "full" / "tuned_axpy"
@@ -264,3 +264,164 @@ def test_without_liger_its_plugin_is_refused_in_one_line(tmp_path, monkeypatch):
     with pytest.raises(plugins.PluginError) as e:
         plugins.load_dir.__wrapped__(plugins.available()["liger_rmsnorm"])
     assert "\n" not in str(e.value) and "module 'liger_kernel.ops.rms_norm' is not installed" in str(e.value)
+
+
+# ---- the call as the library's launcher makes it (issue: library kernels on the GPU) ----------
+
+def test_the_call_binds_what_the_librarys_launcher_passes():
+    """shaped_scale is shaped as Liger's DyT: HAVE_BETA fixed by META, N from the shape (a
+    constexpr), BLOCK_N and num_warps tuned, EVEN from a heuristic below the autotuner. The
+    call passes the first two and leaves the tuned keys and the heuristic to Triton; DyT's
+    `dynamic_func() missing ... 'N'` was N never bound."""
+    from ablate.build import triton_autotune
+
+    spec = plugins.load("shaped_scale", [FIXTURES]).spec
+    shape = {"rows": 4096, "cols": 1000}
+    plan = triton_autotune.call_plan(spec, shape, triton_aot.fake_inputs(spec, shape))
+    assert {k: v for k, v in plan["kwargs"].items() if not hasattr(v, "data_ptr")} == {"N": 1000, "HAVE_BETA": True}
+    assert set(plan["kwargs"]) == {"X", "Y", "Alpha", "Beta", "N", "HAVE_BETA"} and plan["pinned"] == {}
+    assert plan["sources"] == {"N": "shape", "HAVE_BETA": "spec.META", "EVEN": "heuristics", "BLOCK_N": "autotuner",
+                               "num_warps": "autotuner", "num_stages": "autotuner"}
+    assert triton_autotune.sources_text(plan["sources"]) == (
+        "autotuner: BLOCK_N, num_stages, num_warps; spec.META: HAVE_BETA; shape: N; heuristics: EVEN")
+    # N is a constexpr: each width is its own instance, told apart by N's value
+    assert spec.instance_of({"rows": 8, "cols": 1000}) == "c1000" and spec.instance_of({"rows": 8, "cols": 1024}) == "c1024"
+    # a pathology that sets a constexpr of the shape wins over it (fla_l2norm's oversized_bd sets BD)
+    fn = triton_aot.load_function(str(spec.folder), spec.TRITON)
+    _, _, binder = triton_aot.binder_of(fn, 90)
+    args = spec.args(triton_aot.fake_inputs(spec, shape), shape)
+    _, spec_list, _ = triton_aot.specialization(fn, binder, args, {**spec.META, "N": 1024, "EVEN": True})
+    assert ["constexpr", 1024] in spec_list
+
+
+def test_a_constexpr_nothing_gives_is_refused_in_one_line(tmp_path):
+    folder = tmp_path / "shaped_scale"
+    shutil.copytree(FIXTURES / "shaped_scale", folder)
+    spec_py = folder / "spec.py"
+    spec_py.write_text(spec_py.read_text().replace(', "N": "cols"}', "}"))
+    with pytest.raises(plugins.PluginError) as e:
+        plugins.load("shaped_scale", [tmp_path])
+    text = str(e.value)
+    assert "\n" not in text and "constexpr 'N' has no value" in text and "PARAMS" in text, text
+
+
+def test_meta_pins_a_tuned_key_and_the_autotuner_times_only_its_configs():
+    """tuned_subclass (a library's Autotuner subclass) with META = {num_warps: 4}: its
+    autotuner times the configs of 4 warps; a pin that no config has is put into each."""
+    from ablate.build import triton_autotune
+
+    plugin = plugins.load("tuned_subclass", [FIXTURES])
+    spec = plugin.spec
+    obj = triton_target.load(str(plugin.dir), spec.TRITON)
+    tuner = triton_target.autotuner(obj)
+    assert type(tuner).__name__ == "CountingAutotuner" and spec.META_FROM == "autotune"
+    shape = {"n": 1048576}
+    plan = triton_autotune.call_plan(spec, shape, triton_aot.fake_inputs(spec, shape))
+    assert plan["pinned"] == {"num_warps": 4} and "num_warps" not in plan["kwargs"]
+    assert plan["sources"]["num_warps"] == "spec.META" and plan["sources"]["WIDE"] == "heuristics"
+    kept = triton_autotune.pinned_configs(tuner.configs, plan["pinned"])
+    assert [(c.kwargs["BLOCK"], c.num_warps) for c in kept] == [(64, 4), (256, 4), (1024, 4)]
+    put = triton_autotune.pinned_configs(tuner.configs, {"num_warps": 16, "BLOCK": 256})
+    assert [(c.kwargs["BLOCK"], c.num_warps) for c in put] == [(256, 16)]
+    assert [c.num_warps for c in tuner.configs] == [1, 4, 1, 4, 1, 4]  # the library's own list is untouched
+
+
+def test_the_pick_is_tuned_once_in_the_gpu_child_and_read_back(tmp_path, monkeypatch):
+    """base_record: no record, the GPU child tunes (a spec {"autotune": ...} through the pool)
+    and the pick is written; the next job reads it; a failure is raised for every job at that
+    shape from one run, naming what failed."""
+    from ablate.build import triton_autotune
+    from ablate.job.result import Result
+
+    plugin = plugins.load("shaped_scale", [FIXTURES])
+    shape = {"rows": 4096, "cols": 1024}
+    asked = []
+    record = {"meta": {"BLOCK_N": 512, "num_warps": 4, "num_stages": 3, "HAVE_BETA": True}, "gpu": "NVIDIA H200",
+              "sources": {"BLOCK_N": "autotuner", "num_warps": "autotuner", "num_stages": "autotuner",
+                          "HAVE_BETA": "spec.META", "N": "shape"}, "configs_timed": 4, "timings": {}}
+
+    def worker(spec, timeout_s):
+        asked.append(spec)
+        return Result("ok", {"autotune": json.dumps(record)})
+    import ablate.gpu.worker as worker_module
+    monkeypatch.setattr(worker_module, "run_worker", worker)
+    monkeypatch.setattr(triton_autotune, "gpu_model", lambda: "NVIDIA H200")
+    first = triton_autotune.base_record(plugin, shape, tmp_path, 60)
+    again = triton_autotune.base_record(plugin, shape, tmp_path, 60)
+    assert len(asked) == 1 and asked[0]["autotune"] == {"kernel_dir": str(plugin.dir), "shape": shape}
+    assert asked[0]["bench"]["timeout_s"] == 60
+    assert first == again and first["meta"]["BLOCK_N"] == 512 and first["shape"] == shape
+    assert len(list((tmp_path / "autotune").glob("*.json"))) == 1
+    line = triton_autotune.said(first, 4)
+    assert "autotuner: BLOCK_N=512, num_stages=3, num_warps=4; spec.META: HAVE_BETA=True; shape: N" in line
+    # another GPU model is another record
+    monkeypatch.setattr(triton_autotune, "gpu_model", lambda: "NVIDIA H100 80GB HBM3")
+    triton_autotune.base_record(plugin, shape, tmp_path, 60)
+    assert len(asked) == 2
+    # a failure: once per shape, every job there told the same
+    monkeypatch.setattr(worker_module, "run_worker", lambda spec, t: asked.append(spec) or Result(
+        "crashed", error="base/scale.py:scale_kernel: its autotuner failed while timing config {'BLOCK_N': 3}: ..."))
+    other = {"rows": 8, "cols": 1000}
+    for _ in range(2):
+        with pytest.raises(triton_autotune.AutotuneError, match="while timing config .'BLOCK_N': 3"):
+            triton_autotune.base_record(plugin, other, tmp_path, 60)
+    assert len(asked) == 3
+
+
+def test_an_autotuner_failure_is_its_jobs_error_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    """Where the library's autotuner fails at one shape, that shape's jobs are recorded
+    crashed (the base's side, naming the config), nothing of theirs is built, and the jobs at
+    the other shapes run."""
+    from ablate.build import triton_autotune
+    from ablate.sweep.design import variants_of_sweep
+
+    def record(plugin, shape, build_dir, timeout_s):
+        if shape["cols"] == 1000:
+            raise triton_autotune.AutotuneError("scale_kernel: its autotuner failed while timing config "
+                                                "{'BLOCK_N': 512, 'num_warps': 4}: CompilationError: ...")
+        return {}
+    monkeypatch.setattr(triton_autotune, "base_record", record)
+    jobs = {cols: make_job(plugins.compose("shaped_scale", ["pathology=half_warps", "mode=gpu", f"shape.cols={cols}",
+                                                           f"build.dir={tmp_path}", "build.arch=sm_90"],
+                                           kernel_path=[FIXTURES])) for cols in (1000, 1024)}
+    assert jobs[1000].failed and "'BLOCK_N': 512" in jobs[1000].failed and jobs[1024].failed is None
+    assert variants_of_sweep(list(jobs.values())) == [jobs[1024].variant]
+    r = run_job(jobs[1000])
+    assert r.status == "crashed" and r.params["failed_side"] == "base" and "while timing config" in r.error
+    assert not list(tmp_path.glob("*.triton.json"))  # nothing built for it
+
+
+@pytest.mark.parametrize("kernel,extra", [("liger_dyt", "liger_kernel"), ("fla_l2norm", "fla")])
+def test_the_library_plugins_sweep_statically(kernel, extra):
+    """Liger's DyT (autotuned, N from the shape, HAVE_BETA from META) and fla's L2 norm (fla's
+    own Autotuner subclass, do_not_specialize, D, BD and NB from the shape) by module path,
+    with no file of their own but the spec: every job static or not applicable, each
+    pathology's fingerprint holding."""
+    pytest.importorskip(extra, reason=f"{extra} is not installed (pip install -e '.[liger,fla]')")
+    plugin = plugins.load(kernel)
+    assert not any(p.suffix == ".py" and p.name != "spec.py" for p in plugin.sources())
+    assert plugin.spec.META_FROM == "autotune"
+    results = sweep(kernel, kept_build_dir(kernel), ())
+    assert_every_job_ok_or_not_applicable(results)
+    own = [p.stem for p in (plugin.dir / "conf" / "pathology").glob("*.yaml")]
+    assert own and all(results[p].status == "static" for p in own), {p: results[p].error for p in own}
+    assert "shape: " in results["none"].params["base_meta_sources"]
+
+
+def test_the_call_is_positional_as_far_as_the_launcher_gives_each_parameter():
+    """Triton's Autotuner gives prune_configs_by and its hooks the positional arguments only
+    (`named_args`): the tuned call passes the function's parameters in order up to the first
+    the autotuner or a heuristic gives (tuned_subclass's pruner reads named_args["n"])."""
+    from ablate.build import triton_autotune
+
+    for kernel, shape, first_keyword in (("tuned_subclass", {"n": 4096}, None),
+                                         ("shaped_scale", {"rows": 8, "cols": 1000}, None)):
+        spec = plugins.load(kernel, [FIXTURES]).spec
+        plan = triton_autotune.call_plan(spec, shape, triton_aot.fake_inputs(spec, shape))
+        fn = triton_aot.load_function(str(spec.folder), spec.TRITON)
+        args, kwargs = triton_autotune.positional(fn, plan["kwargs"])
+        names = [p.name for p in fn.params]
+        assert names[:len(args)] == [n for n in names if n in plan["kwargs"]] and kwargs == {}
+    fn = triton_aot.load_function(str(spec.folder), spec.TRITON)
+    args, kwargs = triton_autotune.positional(fn, {"X": 1, "Y": 2, "Beta": 4, "N": 5})
+    assert args == [1, 2] and kwargs == {"Beta": 4, "N": 5}

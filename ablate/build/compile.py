@@ -66,10 +66,10 @@ def build(variants: list, build_cfg, kernel, root, only_if_built=False) -> dict[
     if triton_aot.is_triton(kernel):  # a Triton kernel: compiled by Triton for the arch, no nvcc
         if only_if_built:
             return None  # not asked of Triton's builds: the caller builds
-        return triton_aot.build(variants, _build_dir(build_cfg, Path(root).resolve()), int(build_cfg.get("jobs", 0) or 0),
+        return triton_aot.build(variants, build_dir_of(build_cfg, Path(root).resolve()), int(build_cfg.get("jobs", 0) or 0),
                                 kernel, root, target_arch(str(build_cfg.arch), kernel), BuildResult)
     root = Path(root).resolve()
-    build_dir = _build_dir(build_cfg, root)
+    build_dir = build_dir_of(build_cfg, root)
     build_dir.mkdir(parents=True, exist_ok=True)
     # A register cap is a fraction of the base's own count, read from the base's build: the
     # variants that need it are planned once the others (the base among them, added where the
@@ -241,7 +241,7 @@ def library_path(variant, build_cfg, kernel, root, base_regs=None) -> Path:
     `base_regs`: the base's register count, for a variant with a register cap)."""
     root = Path(root).resolve()
     _, edges = _plan([variant], build_cfg, kernel, root, base_regs)
-    return _build_dir(build_cfg, root) / f"{next(iter(edges))}.so"
+    return build_dir_of(build_cfg, root) / f"{next(iter(edges))}.so"
 
 
 def _plan(variants, build_cfg, kernel, root: Path, base_regs=None) -> tuple[str, dict]:
@@ -249,11 +249,11 @@ def _plan(variants, build_cfg, kernel, root: Path, base_regs=None) -> tuple[str,
     arch = target_arch(str(build_cfg.arch), kernel)
     version = nvcc_version(str(build_cfg.nvcc))
     sources = _kernel_sources(kernel)
-    seams_h = seams.write_header(kernel, _build_dir(build_cfg, root))  # ABLATE_SEAMS_JSON, from the base's declarations
+    seams_h = seams.write_header(kernel, build_dir_of(build_cfg, root))  # ABLATE_SEAMS_JSON, from the base's declarations
     edges = {}
     for variant in variants:
         transforms = tuple(getattr(variant, "transforms", ()))
-        tree = transformed(kernel, transforms, _build_dir(build_cfg, root)) if transforms else None
+        tree = transformed(kernel, transforms, build_dir_of(build_cfg, root)) if transforms else None
         command = compile_command(variant, build_cfg, kernel, arch, root, seams_h,
                                   regs_cap=regs_cap(variant, base_regs), tree=tree)
         digest = _digest(command, version, sources, variant.headers, root, Path(kernel.dir).resolve())
@@ -308,7 +308,7 @@ def transformed(kernel, transforms, build_dir: Path) -> Path:
     return tree
 
 
-def _build_dir(build_cfg, root: Path) -> Path:
+def build_dir_of(build_cfg, root: Path) -> Path:
     """build.dir (relative to the project root), or null: the build cache every checkout
     shares (ablate/build/cache.py)."""
     if build_cfg.get("dir") is None:

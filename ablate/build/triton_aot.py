@@ -112,9 +112,12 @@ def specialization(fn, binder, args: dict, meta: dict):
     unknown = [k for k in args if k not in fn.arg_names]
     if unknown:
         raise ValueError(f"args: {unknown} are no parameters of {fn.__name__}{tuple(fn.arg_names)}")
-    both = [k for k in args if k in meta]
+    constexprs = {p.name for p in fn.params if p.is_constexpr}
+    both = [k for k in args if k in meta and k not in constexprs]
     if both:
         raise ValueError(f"spec.META: {both} are given by args too")
+    # a constexpr of the shape (DyT's N) that the meta sets too: a pathology's `meta:` wins
+    args = {k: v for k, v in args.items() if k not in meta}
     bound, spec, options = binder(**args, **meta)
     return bound, json.loads(json.dumps([list(s) for s in spec])), options
 
@@ -128,11 +131,14 @@ def instance_of(spec, folder, shape, capability=90) -> str | None:
     """The instance (of spec.INSTANCES) whose specialization a shape's arguments take, or None."""
     fn = load_function(str(folder), spec.TRITON)
     _, _, binder = binder_of(fn, capability)
-    def key(s):  # the runtime arguments' specialization, and the heuristics' values (constexprs)
+    constexprs = {p.name for p in fn.params if p.is_constexpr}
+
+    def key(s):  # the runtime arguments' specialization, the constexprs of the shape and the heuristics' values
         args = spec.args(fake_inputs(spec, s), s)
         meta = full_meta(str(folder), spec.TRITON, args, dict(spec.META))
         _, sp, _ = specialization(fn, binder, args, meta)
-        return runtime_part(sp, fn), sorted((k, v) for k, v in meta.items() if k not in spec.META)
+        return (runtime_part(sp, fn), sorted((k, v) for k, v in args.items() if k in constexprs),
+                sorted((k, v) for k, v in meta.items() if k not in spec.META))
 
     wanted = key(shape)
     return next((name for name, s in spec.INSTANCES.items() if key(spec.validate_shape(dict(s))) == wanted), None)

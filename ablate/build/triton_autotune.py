@@ -1,16 +1,33 @@
-"""The base of an autotuned Triton kernel on a GPU: the config its own @triton.autotune picks
-for a shape.
+"""The base of an autotuned Triton kernel on a GPU: the config its own autotuner picks for a
+shape, with the kernel called as the library's launcher calls it.
 
-A Triton plugin whose function is under @triton.autotune and whose spec declares no META takes
-as its base, for each shape, the config the kernel's autotuner picks (triton_target): the
-function is run once through Triton's JIT on the shape's inputs (spec.make_inputs on the GPU,
-spec.args, the grid spec.grid(shape, META)), the autotuner benchmarks its configs as it does
-in the library, and `best_config` is read. The pick is kept in the build folder
-(`autotune/<key>.json`, the key hashing the plugin's provenance, the function, the shape and
-the GPU's name), so that every job of a sweep, and every later sweep on that GPU, builds the
+A Triton plugin whose function is under @triton.autotune (Triton's Autotuner or a library's
+subclass of it, with @triton.heuristics above or below, prune_configs_by, reset_to_zero,
+restore_value, do_not_specialize: Triton runs them all, as in the library) and whose spec's
+META does not pin every tuned key takes as its base, for each shape, the config the autotuner
+picks. What each name of the call comes from (`call_plan`, recorded as `sources`):
+
+- the shape: the tensors, the scalars and the constexprs the launcher derives from the shape
+  (`N` of Liger's DyT), as spec.args gives them (ablate/job/thin.py);
+- spec.META: the constexprs the launcher fixes (DyT's `HAVE_BETA`), passed to the call; a
+  tuned key META names too (`num_warps: 8`) is pinned: the autotuner times only its configs
+  that agree (each config set to it where none does), and the spec's value wins;
+- the autotuner: every other tuned key (`BLOCK_N`, `num_warps`, `num_stages`);
+- @triton.heuristics: what they compute, unless META names it.
+
+The tuning runs in the sweep's GPU child (`tune_job`, through ablate/gpu/pool.py's queue,
+after whatever that child was timing, never beside it); a failure there (a config that
+cannot compile, a launch that faults) is the job's recorded error naming the config being
+timed, not the sweep's. The pick is kept in the build folder (`autotune/<key>.json`, the key
+hashing the plugin's provenance, the function, the shape, the spec's META and the GPU's
+model), so that every job of a sweep, and every later sweep on that GPU model, builds the
 same base; delete the file to tune again. Without a GPU (static mode) the base is the first
 config (thin.Spec), said once per process by `say_static_base`.
 """
+import contextlib
+import copy
+import fcntl
+import functools
 import hashlib
 import json
 import logging
@@ -21,6 +38,12 @@ from ablate.build import triton_target
 
 log = logging.getLogger("ablate")
 _said = set()
+_failures = {}  # record path: why the autotuner failed there, in this process
+OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")  # a triton.Config's own fields
+
+
+class AutotuneError(RuntimeError):
+    """The library's autotuner failed on the GPU; the message names the config it was timing."""
 
 
 def configs(spec) -> list[dict]:
@@ -28,50 +51,229 @@ def configs(spec) -> list[dict]:
     return triton_target.autotune_configs(triton_target.load(str(spec.folder), spec.TRITON))
 
 
-def gpu_name():
-    import torch
+def tuned_keys(obj) -> set:
+    """The names the autotuner's configs set: their kwargs, num_warps and num_stages (and
+    num_ctas, maxnreg where a config sets them)."""
+    return {k for c in triton_target.autotune_configs(obj) for k in c}
 
-    return torch.cuda.get_device_name() if torch.cuda.is_available() else None
+
+def call_plan(spec, shape, inputs) -> dict:
+    """How the autotuned function is called at `shape` (the module's list): {"kwargs": the
+    call's arguments, "pinned": {tuned key: the spec's META value}, "sources": {name: "shape",
+    "spec.META", "autotuner" or "heuristics"}}. Nothing here needs a GPU: `inputs` may be
+    tensors on torch's meta device (triton_aot.fake_inputs)."""
+    obj = triton_target.load(str(spec.folder), spec.TRITON)
+    fn = triton_target.unwrap(obj)
+    constexprs = {p.name for p in fn.params if p.is_constexpr}
+    tuned, declared = tuned_keys(obj), dict(spec.META_DECLARED)
+    args = spec.args(inputs, shape)
+    pinned = {k: v for k, v in declared.items() if k in tuned}
+    fixed = {k: v for k, v in declared.items() if k not in tuned}
+    sources = {k: "shape" for k in args if k in constexprs}
+    sources.update({k: "autotuner" for k in sorted(tuned) if k not in pinned})
+    sources.update({k: "heuristics" for k in sorted(triton_target.heuristic_names(obj)) if k not in declared})
+    sources.update({k: "spec.META" for k in declared})
+    return {"kwargs": {**args, **fixed}, "pinned": pinned, "sources": sources}
+
+
+def positional(fn, given: dict) -> tuple[list, dict]:
+    """(args, kwargs) of a call with `given`: the function's parameters in their order as far
+    as `given` holds each, the rest by name, as libraries' launchers call (DyT's passes X ... N
+    in order). Triton's Autotuner hands only the positional ones to prune_configs_by and the
+    hooks as `named_args` (a pruner that reads named_args["n"] fails on a call by name)."""
+    args = []
+    for p in fn.params:
+        if p.name not in given:
+            break
+        args.append(given[p.name])
+    return args, {k: v for k, v in list(given.items()) if k not in {p.name for p in fn.params[:len(args)]}}
+
+
+def _value(config, key):
+    return config.kwargs[key] if key in config.kwargs else getattr(config, key, None)
+
+
+def pinned_configs(configs, pinned: dict) -> list:
+    """The autotuner's configs (triton.Config) that agree with every pinned key; where none
+    does, each config with the pinned values put in, duplicates dropped, in their order."""
+    if not pinned:
+        return list(configs)
+    agree = [c for c in configs if all(_value(c, k) == v for k, v in pinned.items())]
+    if agree:
+        return agree
+    out, seen = [], set()
+    for c in configs:
+        c = copy.copy(c)
+        c.kwargs = dict(c.kwargs)
+        for k, v in pinned.items():
+            if k in OPTIONS:
+                setattr(c, k, v)
+            else:
+                c.kwargs[k] = v
+        key = json.dumps(triton_target.config_dict(c), sort_keys=True, default=str)
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
+
+
+@contextlib.contextmanager
+def _as_the_spec_says(obj, tuner, plan, current):
+    """The autotuner limited to the pinned configs with a fresh cache, the heuristics without
+    the names META gives, and each config being timed noted in `current`; all restored after."""
+    saved = {"configs": tuner.configs, "cache": tuner.cache}
+    heuristics = [(w, w.values) for w in triton_target.wrappers(obj) if hasattr(w, "values") and w is not tuner]
+    declared = {k for k, source in plan["sources"].items() if source == "spec.META"}
+    bench = tuner._bench  # the bound method, Triton's or a subclass's
+
+    def noted(*args, config, **kwargs):
+        current["config"] = config
+        return bench(*args, config=config, **kwargs)
+
+    tuner.configs, tuner.cache, tuner._bench = pinned_configs(tuner.configs, plan["pinned"]), {}, noted
+    for w, values in heuristics:
+        w.values = {k: f for k, f in values.items() if k not in declared}
+    try:
+        yield
+    finally:
+        tuner.configs, tuner.cache = saved["configs"], saved["cache"]
+        vars(tuner).pop("_bench", None)
+        for w, values in heuristics:
+            w.values = values
 
 
 def tune(spec, shape) -> dict:
-    """Run the autotuned function once on the shape's inputs on the current GPU; its
-    autotuner's pick as a dict ({**kwargs, num_warps, num_stages, ...})."""
+    """Run the autotuned function once on the shape's inputs on this process's GPU, as the
+    library's launcher calls it (call_plan); {"meta": the pick with META over it, "sources",
+    "pinned", "timings": {config as JSON: [median, p20, p80] ms} where the autotuner timed}.
+    AutotuneError naming the config being timed when it fails."""
     import torch
 
     obj = triton_target.load(str(spec.folder), spec.TRITON)
     tuner = triton_target.autotuner(obj)
     gen = torch.Generator(device="cuda").manual_seed(0)
     inputs = spec.make_inputs(shape, gen, "cuda")
-    args = spec.args(inputs, shape)
-    obj[lambda meta: tuple(spec.grid(shape, meta))](**args)
-    torch.cuda.synchronize()
-    return triton_target.config_dict(tuner.best_config)
+    plan = call_plan(spec, shape, inputs)
+    current = {}
+    args, kwargs = positional(triton_target.unwrap(obj), plan["kwargs"])
+    with _as_the_spec_says(obj, tuner, plan, current):
+        timed = len(tuner.configs)
+        try:
+            obj[lambda meta: tuple(spec.grid(shape, meta))](*args, **kwargs)
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - any failure of the library's code is the job's, named
+            config = current.get("config") or getattr(tuner, "best_config", None)
+            where = f" while timing config {triton_target.config_dict(config)}" if config is not None else ""
+            text = str(e).strip().splitlines()
+            raise AutotuneError(f"{spec.TRITON}: its autotuner failed{where}: {type(e).__name__}: "
+                                f"{text[0] if text else ''}") from None
+        timings = {json.dumps(triton_target.config_dict(c), sort_keys=True): list(map(float, t))
+                   for c, t in (getattr(tuner, "configs_timings", None) or {}).items()}
+        picked = triton_target.config_dict(tuner.best_config)
+    return {"meta": {**picked, **spec.META_DECLARED}, "sources": plan["sources"], "pinned": plan["pinned"],
+            "timings": timings, "configs_timed": timed}
 
 
-def base_meta(plugin, shape, build_dir) -> dict:
-    """The autotuner's pick for `shape` on this GPU, from the build folder's record, else
-    tuned now and recorded; {} where the spec declares META, or no GPU is visible."""
+def tune_job(request):
+    """The GPU child's side (ablate/gpu/measure.py): the Result of tuning one plugin at one
+    shape: ok with the record as the param `autotune`, or crashed naming the config (the child
+    then ends: a fault can leave its CUDA context unusable)."""
+    import torch
+
+    from ablate.job import plugins
+    from ablate.job.result import Result
+
+    plugin = plugins.load_dir(Path(request["kernel_dir"]))
+    try:
+        record = tune(plugin.spec, request["shape"])
+    except AutotuneError as e:
+        return Result("crashed", {"failed_side": "base", "autotune": "failed"}, error=str(e))
+    record["gpu"] = torch.cuda.get_device_name()
+    return Result("ok", {"autotune": json.dumps(record, sort_keys=True)})
+
+
+@functools.cache
+def gpu_model():
+    """The model of the first GPU this process may use (nvidia-smi's name: no CUDA context in
+    the sweep's parent), or None where none is listed."""
+    from ablate.gpu import gpus
+
+    return next((g.name for g in gpus.visible() if g.name), None)
+
+
+def record_path(plugin, shape, build_dir, model) -> Path:
+    spec = plugin.spec
+    key = hashlib.sha256(json.dumps([plugin.sources_digest(), spec.TRITON, shape, spec.META_DECLARED, model],
+                                    sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return Path(build_dir) / "autotune" / f"{key}.json"
+
+
+def base_record(plugin, shape, build_dir, timeout_s=600.0) -> dict:
+    """The autotuner's pick for `shape` on this GPU model ({"meta", "sources", ...}), from the
+    build folder's record, else tuned now in the GPU child and recorded; {} where the spec's
+    META pins every tuned key, or no GPU is listed. AutotuneError where the tuning failed."""
     spec = plugin.spec
     if getattr(spec, "META_FROM", None) != "autotune":
         return {}
-    name = gpu_name()
-    if name is None:
+    model = gpu_model()
+    if model is None:
         return {}
-    key = hashlib.sha256(json.dumps([plugin.sources_digest(), spec.TRITON, shape, name], sort_keys=True,
-                                    default=str).encode()).hexdigest()[:16]
-    path = Path(build_dir) / "autotune" / f"{key}.json"
-    if path.is_file():
-        return json.loads(path.read_text())["meta"]
-    picked = tune(spec, shape)
+    path = record_path(plugin, shape, build_dir, model)
+    if str(path) in _failures:  # the sweep's other jobs at this shape: the same failure, not a second run
+        raise AutotuneError(_failures[str(path)])
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps({"meta": picked, "shape": shape, "gpu": name, "function": spec.TRITON,
-                               "configs": configs(spec)}, indent=1, default=str))
-    os.replace(tmp, path)
-    log.info("%s: the autotuner picked %s for %s on %s (of %d configs)", plugin.name, picked, shape, name,
-             len(configs(spec)))
-    return picked
+    with open(path.with_name(f".{path.stem}.lock"), "w") as lock:  # two sweeps tune one shape once
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.is_file():
+            return json.loads(path.read_text())
+        from ablate.gpu.worker import run_worker
+
+        out = run_worker({"autotune": {"kernel_dir": str(plugin.dir), "shape": shape},
+                          "bench": {"timeout_s": float(timeout_s)}}, float(timeout_s))
+        if out.status != "ok":
+            _failures[str(path)] = out.error or f"{spec.TRITON}: the autotuner's run ended {out.status}"
+            raise AutotuneError(_failures[str(path)])
+        record = {**json.loads(out.params["autotune"]), "shape": shape, "function": spec.TRITON,
+                  "configs": configs(spec)}
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(record, indent=1, default=str))
+        os.replace(tmp, path)
+    log.info("%s: %s", plugin.name, said(record, len(record["configs"])))
+    return record
+
+
+ORDER = ("autotuner", "first autotune config", "spec.META", "shape", "heuristics")
+
+
+def _by_source(sources) -> list:
+    """[(source, [names])] in ORDER."""
+    by = {}
+    for name, source in sorted(sources.items()):
+        by.setdefault(source, []).append(name)
+    return sorted(by.items(), key=lambda kv: ORDER.index(kv[0]) if kv[0] in ORDER else len(ORDER))
+
+
+def said(record, n_configs) -> str:
+    """One line: the base's meta-parameters by where each came from."""
+    meta = record["meta"]
+    parts = [f"{source}: " + ", ".join(f"{n}={meta[n]}" if n in meta else n for n in names)
+             for source, names in _by_source(record.get("sources", {}))]
+    return (f"the base at {record['shape']} on {record.get('gpu', '?')}: " + "; ".join(parts)
+            + f" (the autotuner timed {record.get('configs_timed', '?')} of {n_configs} configs)")
+
+
+def sources_text(sources) -> str:
+    """Where each name came from, as a param: `autotuner: BLOCK_N, num_stages, num_warps;
+    spec.META: HAVE_BETA; shape: N`."""
+    return "; ".join(f"{source}: {', '.join(names)}" for source, names in _by_source(sources))
+
+
+def static_sources(plugin, shape) -> dict:
+    """call_plan's sources without a GPU: the autotuner's keys are its first config's."""
+    from ablate.build import triton_aot
+
+    plan = call_plan(plugin.spec, shape, triton_aot.fake_inputs(plugin.spec, shape))
+    return {k: "first autotune config" if v == "autotuner" else v for k, v in plan["sources"].items()}
 
 
 def say_static_base(plugin) -> None:

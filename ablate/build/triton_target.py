@@ -128,6 +128,11 @@ def config_dict(config) -> dict:
     return d
 
 
+def heuristic_names(obj) -> set:
+    """The names every @triton.heuristics around the function computes."""
+    return {name for w in wrappers(obj) if hasattr(w, "values") and not hasattr(w, "configs") for name in w.values}
+
+
 def heuristic_values(obj, args: dict, meta: dict) -> dict:
     """{name: value} of every @triton.heuristics around the function, as Triton computes them
     at a launch: each function called with {**args, **meta so far}, outermost wrapper first;

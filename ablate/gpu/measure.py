@@ -207,10 +207,16 @@ def _uuid_text(uuid):
 
 
 def checked_gpu_job(spec):
-    """gpu_job, then one synchronize: an error a kernel left pending (and any sticky error a
+    """gpu_job (or, for a spec {"autotune": ...}, the autotuner's run: triton_autotune.tune_job),
+    then one synchronize: an error a kernel left pending (and any sticky error a
     caught exception hid) is raised in this job, which is then crashed, never in the next."""
     import torch
 
-    out = gpu_job(spec)
+    if "autotune" in spec:  # an autotuned Triton kernel's base at a shape: its autotuner run here
+        from ablate.build import triton_autotune
+
+        out = triton_autotune.tune_job(spec["autotune"])
+    else:
+        out = gpu_job(spec)
     torch.cuda.synchronize()
     return out

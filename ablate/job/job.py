@@ -39,6 +39,12 @@ class Job:
     # A combined variant's rests: {pathology: the variant without it}, against which static
     # mode checks that pathology's fingerprint (ablate/job/fingerprint.py); {} for one pathology.
     rests: dict = field(default_factory=dict)
+    # An autotuned Triton kernel's base at this shape (ablate/build/triton_autotune.py): the
+    # autotuner's record ({meta, sources, timings, gpu, ...}) on a GPU; {} otherwise.
+    tuned: dict = field(default_factory=dict)
+    # Why the job cannot run, found while it was worked out (the library's autotuner failed at
+    # its shape, naming the config): recorded as the job's failure, and the sweep goes on.
+    failed: str | None = None
 
     @property
     def kernel(self) -> str:
@@ -104,7 +110,8 @@ def make_job(cfg, shape_name=None) -> Job:
     variant, base = made.pop(""), made.pop(BASE)
     check_language(plugin, variant)
     # every variant of the job on the autotuner's base, or on the spec's base at this shape
-    if tuned := autotuned_base(plugin, shape, cfg) or shape_base(plugin, shape):
+    record, failed = autotuned_base(plugin, shape, cfg)
+    if tuned := record.get("meta") or shape_base(plugin, shape):
         variant, base = replace(variant, base_meta=tuned), replace(base, base_meta=tuned)
         made = {k: replace(v, base_meta=tuned) for k, v in made.items()}
     for name in variant.pathologies:
@@ -113,26 +120,35 @@ def make_job(cfg, shape_name=None) -> Job:
     declared = not_applicable_of(cfg, plugin)
     return Job(plugin=plugin, shape=shape, shape_name=str(name), variant=variant, base=base,
                peers=tuple(peers), bench=OmegaConf.to_container(cfg.bench, resolve=True), mode=str(cfg.mode),
-               kernel_counters=tuple(kernel_counters), cfg=cfg, rests=made,
+               kernel_counters=tuple(kernel_counters), cfg=cfg, rests=made, tuned=record, failed=failed,
                opted_out={**{p: why for p, why in declared.items() if p in variant.generic},
                           **not_applicable_at(plugin, variant.pathologies, shape)})
 
 
-def autotuned_base(plugin, shape, cfg) -> dict:
-    """An autotuned Triton kernel's base META for the shape (ablate/build/triton_autotune.py):
-    its autotuner's pick in mode=gpu on a GPU; {} otherwise (spec.META: the declared one, or
-    the first autotune config, said once)."""
+def autotuned_base(plugin, shape, cfg) -> tuple[dict, str | None]:
+    """(record, failure) of an autotuned Triton kernel's base at the shape
+    (ablate/build/triton_autotune.py): in mode=gpu on a GPU, its autotuner's record, whose
+    `meta` is the pick with the spec's META over it; ({}, None) otherwise (spec.META: the
+    declared one, or the first autotune config, said once); ({}, why) where the autotuner
+    failed on the GPU."""
     if plugin.language != "triton" or getattr(plugin.spec, "META_FROM", None) != "autotune":
-        return {}
+        return {}, None
     from ablate.build import triton_autotune
-
+    from ablate.build.compile import build_dir_of
     from ablate.paths import ROOT
 
-    tuned = triton_autotune.base_meta(plugin, shape, ROOT / str(cfg.build.dir)) if cfg.mode == "gpu" else {}
-    if not tuned:
+    if cfg.mode != "gpu":
+        record = {}
+    else:
+        timeout_s = OmegaConf.select(cfg, "bench.timeout_s", default=None) or 600
+        try:
+            record = triton_autotune.base_record(plugin, shape, build_dir_of(cfg.build, ROOT), timeout_s)
+        except triton_autotune.AutotuneError as e:
+            return {}, str(e)
+    if not record:
         triton_autotune.say_static_base(plugin)
-        return {}
-    return {**tuned, **plugin.spec.META_DECLARED}  # the spec's META overrides the autotuner
+        return {}, None
+    return {**record, "meta": {**record["meta"], **plugin.spec.META_DECLARED}}, None  # the spec's META wins
 
 
 def shape_base(plugin, shape) -> dict:

@@ -285,10 +285,30 @@ class Spec:
             raise SpecError("a Triton kernel's spec declares TENSORS (its inputs are made, and specialized, from them)")
         if "args" not in own:
             self.args = self._triton_args(own.get("PARAMS", {}))
+            self._constexprs_given(own, configs)
         if "config_of" not in own:
             self.config_of = lambda name, configs: name if any(str(c["name"]) == name for c in configs) else None
         if "launched" not in own:
             self.launched = lambda name, shape, configs: name == self.instance_of(shape)
+
+    def _constexprs_given(self, own, configs):
+        """SpecError naming a constexpr of the function that nothing gives a value: not META,
+        not its autotuner's configs, no @triton.heuristics, no shape field or PARAMS entry of
+        its name, and no default (Triton would fail at the launch: `dynamic_func() missing 1
+        required positional argument`)."""
+        from ablate.build import triton_aot, triton_target
+
+        if "SHAPE" not in own:  # a validate_shape of its own: the shape's fields are not known here
+            return
+        obj = triton_target.load(str(self.folder), own["TRITON"])
+        fn = triton_aot.load_function(str(self.folder), own["TRITON"])
+        given = (set(self.META) | {k for c in configs for k in c} | triton_target.heuristic_names(obj)
+                 | set(own.get("PARAMS", {})) | set(own.get("SHAPE", {})))
+        missing = [p.name for p in fn.params if p.is_constexpr and not p.has_default and p.name not in given]
+        if missing:
+            raise SpecError(f"{fn.__name__}: constexpr {', '.join(map(repr, missing))} has no value: give it in META "
+                            f"(fixed by the library's launcher), as a shape field of its name, or in PARAMS "
+                            f"({{{missing[0]!r}: a formula of the shape}})")
 
     def instance_of(self, shape):
         """The compiled instance (of INSTANCES) a shape runs: the one whose specialization its
@@ -298,15 +318,26 @@ class Spec:
         return triton_aot.instance_of(self, self.folder, shape)
 
     def _triton_args(self, params):
-        """args(inputs, shape) -> {parameter: value} for the function's non-constexpr
-        parameters: the tensor of its name, the shape field of its name, or PARAMS[name]."""
+        """args(inputs, shape) -> {parameter: value}, what the library's launcher passes: the
+        function's non-constexpr parameters (the tensor of its name, the shape field of its
+        name, or PARAMS[name]), and the constexprs that come from the shape (a shape field of
+        its name, or PARAMS[name]: DyT's `N`), unless META gives them or a @triton.heuristics
+        computes them (those are meta-parameters: ablate/build/triton_aot.py)."""
         def args(inputs, shape):
-            from ablate.build import triton_aot
+            from ablate.build import triton_aot, triton_target
 
             fn = triton_aot.load_function(str(self.folder), self.TRITON)
+            given = set(self.META) | triton_target.heuristic_names(triton_target.load(str(self.folder), self.TRITON))
             out = {}
             for p in fn.params:
                 if p.is_constexpr:
+                    target = params.get(p.name, p.name)
+                    if p.name in given:
+                        continue
+                    if isinstance(target, str) and target in shape:
+                        out[p.name] = shape[target]
+                    elif p.name in params:
+                        out[p.name] = formula(target, shape, f"PARAMS[{p.name!r}]")
                     continue
                 target = params.get(p.name, p.name)
                 if isinstance(target, str) and target in inputs:

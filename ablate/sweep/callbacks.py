@@ -160,8 +160,9 @@ class SweepSetup(Callback):
             resume.clear_marks(config.hydra.sweep.dir)
         plugin = jobs[0].plugin
         variants = variants_of_sweep(jobs)
-        if jobs[0].base.name not in [v.name for v in variants]:  # every job is timed against the base
-            variants.insert(0, jobs[0].base)
+        first = next((job for job in jobs if not job.failed), jobs[0])
+        if first.base.name not in [v.name for v in variants]:  # every job is timed against the base
+            variants.insert(0, first.base)
         launcher = launcher_of(config)
         if launcher != "basic":
             self._serve_store(config, launcher)

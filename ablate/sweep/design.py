@@ -146,10 +146,10 @@ def variants_of_sweep(jobs) -> list:
     """The distinct variants of `jobs`, in job order; in static mode, after them, the rests
     of the combined ones (each without one of its pathologies, against which its fingerprint
     is checked: ablate/job/fingerprint.py), so that one parallel build makes them all. A job
-    the kernel opts out of (`kernel.not_applicable`: Job.opted_out) builds nothing, so its
-    variant is not among them."""
+    the kernel opts out of (`kernel.not_applicable`: Job.opted_out), or one that cannot run
+    (Job.failed: its autotuner failed), builds nothing, so its variant is not among them."""
     variants = {}
-    jobs = [job for job in jobs if not job.opted_out]
+    jobs = [job for job in jobs if not job.opted_out and not job.failed]
     for job in jobs:
         variants.setdefault(job.variant.name, job.variant)
     for job in jobs:
