@@ -10,11 +10,11 @@ TEST_JOBS ?= 2
 STORE ?= $(or $(MLFLOW_TRACKING_URI),sqlite:///runs/mlflow.db)
 CHOICES = $(if $(KERNEL),kernel=$(KERNEL)) $(if $(SHAPE),shape=$(SHAPE))
 
-.PHONY: install test sweep profile static tune rank compare calibrate interactions ui server new-kernel clean purge
+.PHONY: install test sweep profile static tune rank compare calibrate interactions insitu ui server new-kernel clean purge
 
 install:  ## torch (the CUDA build where there is a GPU, else the CPU one), then ablate itself and its dependencies
 	$(PYTHON) tools/install_torch.py
-	$(PYTHON) -m pip install -e '.[dev,liger,fla]'
+	$(PYTHON) -m pip install -e '.[dev,liger,fla,insitu]'
 
 test:  ## the test suite in TEST_JOBS processes (default 2); GPU tests skip without CUDA
 	$(PYTHON) -m pytest -q -n $(TEST_JOBS)
@@ -65,6 +65,11 @@ purge:
 	  echo "purge deletes runs/ entirely: the MLflow store (runs/mlflow.db, runs/mlartifacts)," \
 	       "every sweep's logs and results, builds and figures. Run: make purge CONFIRM=yes"; exit 1; fi
 	rm -rf runs
+
+insitu:  ## every pathology timed in the kernel and inside a model's step, then ranked: make insitu KERNEL=liger_rmsnorm WORKLOAD=ablate.workloads.llama:train [OPTIONS='{layers: 8}'] (static without a GPU)
+	@if [ -z "$(WORKLOAD)" ]; then echo "make insitu WORKLOAD=package.module:function: WORKLOAD is missing (shipped: ablate.workloads.llama:train, ablate.workloads.llama:prefill)"; exit 1; fi
+	$(PYTHON) -m ablate -m $(CHOICES) 'pathology=glob(*,exclude=tune_*)' insitu.workload=$(WORKLOAD) $(if $(OPTIONS),"insitu.options=$(OPTIONS)") $(ARGS)
+	$(PYTHON) -m ablate.report.rank $(if $(KERNEL),--kernel '$(KERNEL)')
 
 interactions:  ## every cross-seam pair of pathologies and the inversion, timed (no peers), then ranked: make interactions SHAPES=s512,s4k
 	$(PYTHON) -m ablate -m hydra/sweeper=interactions $(if $(KERNEL),kernel=$(KERNEL)) 'pathology=glob(*,exclude=tune_*)' $(if $(or $(SHAPES),$(SHAPE)),shape=$(or $(SHAPES),$(SHAPE))) 'bench.peers=[]' $(ARGS)

@@ -68,11 +68,24 @@ def run_job(job) -> Result:
         params["not_applicable"] = "cannot launch"
         return Result("not_applicable", params, artifacts=artifacts, error=why)
     params["mode"] = effective_mode(job.mode, job.plugin)
+    if params["mode"] == "static" and job.insitu is not None:
+        params["step_not_measured"] = "static mode: the model step needs a GPU"
+        _say_once("insitu", "insitu.workload %s: static mode times nothing, so the model step is not measured "
+                  "(it runs on a GPU, after each job's kernel timing)", job.insitu["workload"])
     out = static_job(job, base, var, info) if params["mode"] == "static" else gpu_job(job, base, var, info)
     if out.status == "crashed" and tuned_only(job.variant):  # it built, but could not run (a launch refused)
         out.status, out.error = "not_applicable", f"not applicable: this neighbour could not run: {out.error}"
         params["not_applicable"] = "cannot launch"
     return out.add(params, artifacts=artifacts)
+
+
+_said = set()
+
+
+def _say_once(key, message, *args):
+    if key not in _said:
+        _said.add(key)
+        log.warning(message, *args)
 
 
 def overrides(variant, base, var) -> str:

@@ -89,12 +89,18 @@ class TritonKernel:
                          "shape of each specialization the shapes need)")
 
     def launch_args(self, args, shape, stream):
+        return self.launch_grid(args, self.spec.grid(shape, self.meta_of(args)), stream)
+
+    def launch_grid(self, args, grid, stream):
+        """Run on `args` ({parameter: value}, none of the variant's meta-parameters) over `grid`
+        (1 to 3 dimensions) on `stream`: the spec's launch, or a library's own call in a model
+        (ablate/insitu/swap.py)."""
         import triton
 
         triton.set_allocator(_scratch)  # a context variable: set where the launch runs
         name, bound = self.instance(args)
         kernel = self._kernel(name)
-        grid = tuple(int(g) for g in self.spec.grid(shape, self.meta_of(args))) + (1, 1)
+        grid = tuple(int(g) for g in grid) + (1, 1)
         kernel.run(grid[0], grid[1], grid[2], stream, kernel.function, kernel.packed_metadata, None, None, None,
                    *bound.values())
         return 0

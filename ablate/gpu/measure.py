@@ -196,7 +196,36 @@ def gpu_job(spec):
     artifacts["samples.json"] = json.dumps({"replicates": [{n: np.round(t, 4).tolist() for n, t in r.items()}
                                                            for r in reps]})
     artifacts["gpu_state.json"] = json.dumps({"before": before, "after": after}, indent=1)
+    if spec.get("insitu"):  # what the variant costs a whole model step (ablate/insitu/step.py)
+        failed = _in_situ(plugin, base, variant, spec, estimate["slowdown"], metrics, params)
+        if failed:
+            return Result("crashed", {**params, "failed_side": "insitu"}, metrics, artifacts, failed)
     return Result("ok", params, metrics, artifacts)
+
+
+def _in_situ(plugin, base, variant, spec, kernel_slowdown, metrics, params):
+    """The step's metrics and params added to the job's; the error where the workload could
+    not measure the kernel or raised (the job is then recorded failed, its kernel figures kept)."""
+    import traceback
+
+    from ablate.insitu import step
+
+    if spec.get("sm_fraction"):
+        params["step_not_measured"] = ("half_sms runs the variant on a green context's own stream, outside the "
+                                       "model's stream order")
+        return None
+    try:
+        m, p = step.measure(plugin, base, variant, kernel_slowdown, spec["insitu"], spec["bench"]["seed"],
+                            spec["bench"]["min_effect"], variant_launches=spec.get("launches", 1))
+    except step.InSituError as e:
+        return f"in situ: {e}"
+    except Exception as e:  # noqa: BLE001 - the workload's own failure is this job's, recorded
+        traceback.print_exc()
+        text = str(e).strip().splitlines()
+        return f"in situ: the workload {spec['insitu']['workload']} raised {type(e).__name__}: {text[0] if text else ''}"
+    metrics.update(m)
+    params.update(p)
+    return None
 
 
 def _uuid_text(uuid):

@@ -115,11 +115,11 @@ def combine(terms, min_effect=0.0, level=0.95, floors=None):
             "significant": int(lo > 1 + min_effect or hi < 1 - min_effect)}
 
 
-def interval_text(value, lo, hi, suffix=""):
-    """`1.000x [0.997, 1.004]`: three decimals, or as many more (up to six) as it takes for
-    an interval of non-zero width to show one (an A/A job at the timer's resolution reads
+def interval_text(value, lo, hi, suffix="", digits=3):
+    """`1.000x [0.997, 1.004]`: three decimals (or `digits`: a model step's slowdowns of a
+    few tenths of a percent read in four), or as many more (up to six) as it takes for an
+    interval of non-zero width to show one (an A/A job at the timer's resolution reads
     `1.0000x [0.9998, 1.0002]`, never `[1.000, 1.000]`)."""
-    digits = 3
     while digits < 6 and hi > lo and f"{lo:.{digits}f}" == f"{hi:.{digits}f}":
         digits += 1
     return f"{value:.{digits}f}{suffix} [{lo:.{digits}f}, {hi:.{digits}f}]"

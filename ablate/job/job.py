@@ -78,11 +78,19 @@ class Job:
         """What the job builds: the base, and the variant when it is another."""
         return [self.base] if self.variant.is_base else [self.base, self.variant]
 
+    @property
+    def insitu(self) -> dict | None:
+        """cfg.insitu as plain data where it names a workload (ablate/insitu/), else None."""
+        return insitu_of(self.cfg)
+
     def wire(self, base_lib, variant_lib) -> dict:
         """What a process of the GPU half needs of the job, as JSON-able data."""
-        return {"kernel_dir": str(self.plugin.dir), "base_so": str(base_lib), "variant_so": str(variant_lib),
+        wire = {"kernel_dir": str(self.plugin.dir), "base_so": str(base_lib), "variant_so": str(variant_lib),
                 "shape": self.shape, "peers": list(self.peers), "launches": self.variant.launches,
                 "sm_fraction": self.variant.sm_fraction, "bench": self.bench, "peaks_dir": str(self.peaks_dir)}
+        if self.insitu is not None:
+            wire["insitu"] = self.insitu
+        return wire
 
 
 def make_job(cfg, shape_name=None) -> Job:
@@ -94,6 +102,7 @@ def make_job(cfg, shape_name=None) -> Job:
     if cfg.mode not in MODES:
         raise ValueError(f"mode must be one of {list(MODES)}, got {cfg.mode!r}")
     keep_worker_s(cfg)
+    insitu_of(cfg)
     plugin = plugins.of(cfg)
     shape = shape_of(plugin, cfg.shape)
     validate_bench(cfg.bench)
@@ -165,6 +174,34 @@ def shape_base(plugin, shape) -> dict:
     if unknown:
         raise ValueError(f"kernel {plugin.name!r}: spec.base_meta(shape) gives {unknown}, which are not in its META")
     return {**plugin.spec.META, **meta}
+
+
+INSITU_NUMBERS = {"steps_per_round": int, "min_rounds": int, "max_rounds": int, "precision": float,
+                  "budget_s": float, "profile_steps": int, "ref_tolerance": float}
+
+
+def insitu_of(cfg) -> dict | None:
+    """cfg.insitu checked, as plain data, where it names a workload; None where it names none.
+    ValueError naming the field: a workload that cannot be imported, options that are no
+    mapping, a count or a bound that is no positive number."""
+    given = OmegaConf.select(cfg, "insitu", default=None)
+    if given is None or OmegaConf.select(cfg, "insitu.workload", default=None) is None:
+        return None
+    from ablate.insitu import workload
+
+    insitu = OmegaConf.to_container(given, resolve=True)
+    workload.load(insitu["workload"])
+    if not isinstance(insitu.get("options") or {}, dict):
+        raise ValueError(f"insitu.options must be a mapping of the workload's keyword arguments, "
+                         f"got {insitu.get('options')!r}")
+    for key, kind in INSITU_NUMBERS.items():
+        value = insitu.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 \
+                or (kind is int and value != int(value)):
+            raise ValueError(f"insitu.{key} must be a positive {'integer' if kind is int else 'number'}, got {value!r}")
+    if insitu["max_rounds"] < max(2, insitu["min_rounds"]):
+        raise ValueError(f"insitu.max_rounds must be at least insitu.min_rounds and 2, got {insitu['max_rounds']!r}")
+    return insitu
 
 
 def keep_worker_s(cfg) -> float:

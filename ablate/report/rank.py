@@ -29,7 +29,7 @@ from mlflow import MlflowClient
 from omegaconf import OmegaConf
 
 from ablate.job import counters
-from ablate.report import findings, gpu_spread, interactions, plots, roofline
+from ablate.report import findings, gpu_spread, insitu, interactions, plots, roofline
 from ablate.gpu.stats import interval_text, overlap
 from ablate.report.plots import markdown
 from ablate.sweep import resume, tracking
@@ -84,6 +84,9 @@ def rank(sweep=None, experiment=None, out=None, kernel=None):
     if not ranked.empty:
         sections.append(findings.text(found_first))
         md.append("## Findings\n\n" + findings.markdown(found_first))
+        if worth := insitu.lines(ranked):
+            sections.append("\n".join(worth))
+            md.append("## Worth to the step\n\n" + "\n".join(line.strip() for line in worth[1:]))
         sections += [RANKING_TITLE, ranking_view(ranked).to_string(index=False), mechanisms(ranked)]
         md += ["## Ranking", markdown(ranking_view(ranked, details=True))]
         if (tuned := findings.tunables_view(found_first)) is not None:
@@ -302,6 +305,8 @@ def load_jobs(experiment_id, sweep):
         "fingerprint_notes": col("params.fingerprint_notes"),  # a combination's overlaps (fingerprint.py)
         "tuned": col("params.tuned"),          # a tunable's neighbour: [{name, base, value}] (job/tunables.py)
         "overrides": col("params.overrides"),  # what the variant sets that the base does not (pipeline.py)
+        "workload": col("params.workload"),              # in situ: the model step it was timed in (ablate/insitu/)
+        "step_vs_amdahl": col("params.step_vs_amdahl"),
         "start_time": runs.get("start_time"),
     })
     metrics = runs[sorted(c for c in runs.columns if c.startswith("metrics."))]
@@ -395,6 +400,8 @@ def ranking_view(ranked, details=False):
         # or the budget or the replicate cap first: a noisy job).
         view["reps"] = ranked["replicates"].map(lambda n: "-" if pd.isna(n) else f"{n:.0f}")
         view["stop"] = ranked["stop"].fillna("-")
+    if insitu.has_steps(ranked):  # what each costs a model step (ablate/report/insitu.py)
+        view = pd.concat([view, insitu.columns(ranked)], axis=1)
     if details:
         view["mechanism"] = ranked["mechanism"].fillna("")
         view["expected"] = ranked["expected"].fillna("")
@@ -521,7 +528,7 @@ def write(out, jobs, ranked, titles, md):
     plot_dir = out / "plots"
     plot_dir.mkdir(parents=True, exist_ok=True)
     for old in [*plot_dir.glob("slowdown_*.png"), *plot_dir.glob("roofline_*.png"), *plot_dir.glob("bandwidth_*.png"),
-                plot_dir / "heatmap.png"]:
+                *plot_dir.glob("step_*.png"), plot_dir / "heatmap.png"]:
         old.unlink(missing_ok=True)  # figures of an earlier ranking would pass for this one's
     table = jobs.merge(ranked[["run_id", "rank"]], on="run_id", how="left")
     lead = ["sweep", "rank", "pathology", "shape", "status"]
@@ -539,6 +546,8 @@ def write(out, jobs, ranked, titles, md):
             written.append(plot_dir / f"bandwidth_{shape}.png")  # a memory-bound kernel's, for its roofline
         elif roofline.figure(ranked, shape, plot_dir / f"roofline_{shape}.png"):
             written.append(plot_dir / f"roofline_{shape}.png")
+        if insitu.has_steps(ranked) and insitu.figure(ranked, shape, plot_dir / f"step_{shape}.png"):
+            written.append(plot_dir / f"step_{shape}.png")  # kernel against step slowdown, Amdahl's line
     if len(shapes) > 1:
         plots.slowdown_heatmap(ranked, shapes, plot_dir / "heatmap.png")
         written.append(plot_dir / "heatmap.png")

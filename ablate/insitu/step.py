@@ -1,0 +1,269 @@
+"""What the job's variant costs a whole model step: measured in the GPU child after the kernel's
+own timing, on the same loaded libraries (ablate/gpu/measure.py calls `measure`).
+
+1. **Checked.** Under the base, the step runs twice from one state (the workload's `reset`
+   between): the kernel must be launched (else the share is 0, said so: no 1.000x result),
+   and the two outputs must agree (else the workload is not deterministic enough to compare
+   a variant against). The variant's output against the base's is recorded (`step_rel_err`:
+   the gate already held the kernel to its tolerance; NaN fails the job), and where the
+   workload gives a `reference` (the model without ablate's kernel) the base's against it
+   (`step_ref_rel_err`, held to insitu.ref_tolerance).
+2. **Profiled.** torch.profiler over insitu.profile_steps base steps: the device time inside
+   the `ablate::<plugin>` ranges (ablate/insitu/swap.py) over all the steps' kernel time is
+   the kernel's **share**; the ranges per step its **launches**.
+3. **Timed.** Base, variant and the calibrated 2x (the base, each launch run twice) alternate
+   in rounds, in a new random order each round: insitu.steps_per_round steps each, every step
+   timed by its own CUDA events (by graph replays where the workload allows it and the
+   capture succeeds, plain steps otherwise). A round is a replicate as a kernel job's is
+   (ablate/gpu/timing.py, replicates): rounds are added until the step slowdown's 95%
+   interval is within insitu.precision, or insitu.max_rounds, or insitu.budget_s.
+4. **Held to Amdahl.** The prediction 1 + share x (kernel slowdown - 1), from this job's own
+   kernel slowdown, beside the measured step slowdown; where it lies outside the step's
+   interval the job says which way (`step_vs_amdahl`): slower than predicted (launch-bound
+   steps, or the kernel slows what runs beside it), or faster (work hidden by overlap).
+"""
+import math
+
+_built = {}  # (workload, options as JSON): the workload, built once per GPU child
+REL_SAME = 1e-4  # two base steps from one state must agree to this (relative): else not comparable
+
+
+class InSituError(RuntimeError):
+    """The workload cannot measure this kernel; the message says why in one line."""
+
+
+def _tensors(out):
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):
+        return [t for v in out.values() for t in _tensors(v)]
+    if isinstance(out, (list, tuple)):
+        return [t for v in out for t in _tensors(v)]
+    raise InSituError(f"the workload's step returned {type(out).__name__}: it must return tensors "
+                      "(a tensor, or a tuple or dict of them) to compare")
+
+
+def rel_err(out, ref) -> float:
+    """||out - ref|| / ||ref|| over every tensor of the two outputs, in FP64."""
+    a, b = _tensors(out), _tensors(ref)
+    if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
+        raise InSituError("the step's outputs differ in structure between runs")
+    num = sum(float((x.double() - y.double()).pow(2).sum()) for x, y in zip(a, b))
+    den = sum(float(y.double().pow(2).sum()) for y in b)
+    if not math.isfinite(num) or not math.isfinite(den):
+        return math.nan
+    return math.sqrt(num) / math.sqrt(den) if den > 0 else math.sqrt(num)
+
+
+def workload_of(cfg, device):
+    """The workload of insitu config `cfg`, built once per process."""
+    import json
+
+    from ablate.insitu import workload
+
+    key = (cfg["workload"], json.dumps(cfg.get("options") or {}, sort_keys=True))
+    if key not in _built:
+        _built.clear()  # another workload's model is let go first
+        _built[key] = workload.build(cfg["workload"], cfg.get("options"), device)
+    return _built[key]
+
+
+def _sync():
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def _run(w, plugin, kernel, launches=1, fn="step"):
+    from ablate.insitu import swap
+
+    with swap.active(plugin, kernel, launches) as now:
+        out = w[fn]()
+    return out, now.calls
+
+
+def check(w, plugin, base, variant, name, ref_tolerance):
+    """Step 1 of the module: its metrics; InSituError naming what fails."""
+    reset = w["reset"] or (lambda: None)
+    reset()
+    first, calls = _run(w, plugin, base)
+    _sync()
+    if calls == 0:
+        raise InSituError(f"the workload {name} never launches kernel {plugin.name} (its share of the step is 0): "
+                          "nothing of the kernel to measure in it")
+    reset()
+    again, _ = _run(w, plugin, base)
+    same = rel_err(again, first)
+    if not same <= REL_SAME:
+        raise InSituError(f"the workload {name}'s output changes under the base from one run to the next (relative "
+                          f"difference {same:.3g}, more than {REL_SAME:g}): not deterministic enough to compare a "
+                          "variant against (does its `reset` put back everything a step changes?)")
+    reset()
+    out, _ = _run(w, plugin, variant)
+    metrics = {"step_rel_err": rel_err(out, first), "step_calls": calls}
+    if not math.isfinite(metrics["step_rel_err"]):
+        raise InSituError(f"the variant's step output in {name} is not finite (NaN or infinity)")
+    if w["reference"] is not None:
+        reset()
+        ref = w["reference"]()
+        metrics["step_ref_rel_err"] = rel_err(first, ref)
+        if not metrics["step_ref_rel_err"] <= ref_tolerance:
+            raise InSituError(f"kernel {plugin.name} inside {name} disagrees with the model's own computation: "
+                              f"relative error {metrics['step_ref_rel_err']:.3g} > insitu.ref_tolerance "
+                              f"{ref_tolerance:g}")
+    reset()
+    return metrics
+
+
+def share(w, plugin, base, steps):
+    """(the kernel's share of the steps' kernel time, its launches per step), by torch.profiler."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from ablate.insitu import swap
+
+    with swap.active(plugin, base) as now:
+        w["step"]()  # warm: nothing first-time in the profile
+        torch.cuda.synchronize()
+        now.calls = 0
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(steps):
+                w["step"]()
+            torch.cuda.synchronize()
+        calls = now.calls
+    events = prof.key_averages()
+    total = sum(float(getattr(e, "self_device_time_total", 0.0)) for e in events)
+    mine = sum(float(getattr(e, "device_time_total", 0.0)) for e in events if e.key == now.range_name)
+    return (mine / total if total > 0 else 0.0), calls / steps
+
+
+def _graph(w, plugin, kernel, launches):
+    """A CUDA graph of one step with `kernel` active, or (None, why) where capture fails."""
+    import torch
+
+    from ablate.insitu import swap
+
+    try:
+        with swap.active(plugin, kernel, launches):
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(2):
+                    w["step"]()
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                w["step"]()
+        torch.cuda.synchronize()
+        return graph, None
+    except Exception as e:  # noqa: BLE001 - a step that cannot be captured is timed plainly
+        torch.cuda.synchronize()
+        text = str(e).strip().splitlines()
+        return None, f"{type(e).__name__}: {text[0] if text else ''}"
+
+
+def _timed(run, n):
+    """n samples (us) of `run()`, each between its own pair of CUDA events."""
+    import numpy as np
+    import torch
+
+    out = []
+    for _ in range(n):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        out.append(start.elapsed_time(end) * 1e3)
+    return np.array(out)
+
+
+def timed_rounds(w, plugin, candidates, cfg, seed, estimate):
+    """Rounds of steps (the module's step 3): (rounds as [{candidate: samples}], stop reason,
+    seconds, graphs: "yes" or "no: why")."""
+    import numpy as np
+
+    from ablate.gpu import timing
+    from ablate.insitu import swap
+
+    graphs, why = {}, None
+    if w["graphs"]:
+        for name, (kernel, launches) in candidates.items():
+            graphs[name], why = _graph(w, plugin, kernel, launches)
+            if graphs[name] is None:
+                graphs = {}
+                break
+    runs = {}
+    for name, (kernel, launches) in candidates.items():
+        if graphs:
+            runs[name] = graphs[name].replay
+        else:
+            def run(kernel=kernel, launches=launches):
+                with swap.active(plugin, kernel, launches):
+                    w["step"]()
+            runs[name] = run
+    steps = int(cfg["steps_per_round"])
+    rng = np.random.default_rng(seed)
+    for name in runs:  # warm each before the first round
+        _timed(runs[name], 1)
+
+    def take(i):
+        return {name: _timed(runs[name], steps) for name in rng.permutation(list(runs))}
+
+    bench = {"replicates": int(cfg["min_rounds"]), "precision": float(cfg["precision"]),
+             "max_replicates": int(cfg["max_rounds"]), "budget_s": float(cfg["budget_s"])}
+    rounds, reason, seconds = timing.replicates(take, bench, estimate)
+    return rounds, reason, seconds, "yes" if graphs else ("no" if not w["graphs"] else f"no: {why}")
+
+
+def measure(plugin, base, variant, kernel_slowdown, cfg, seed, min_effect, variant_launches=1):
+    """The job's in-situ metrics and params (the module's steps); InSituError where the
+    workload cannot measure the kernel, any other exception where the workload raised.
+    `variant_launches`: launches of the variant per call (a calibration's 2)."""
+    import numpy as np
+    import torch
+
+    from ablate.gpu.stats import slowdown
+    from ablate.insitu import swap
+
+    name = cfg["workload"]
+    if not swap.is_library_triton(plugin):
+        swap.register(plugin)  # torch.ops.ablate.<plugin>, which the workload calls
+    w = workload_of(cfg, torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu")
+    metrics = check(w, plugin, base, variant, name, float(cfg["ref_tolerance"]))
+    fraction, launches = share(w, plugin, base, int(cfg["profile_steps"]))
+    if fraction <= 0:
+        raise InSituError(f"the workload {name} launches kernel {plugin.name}, but the profiler saw none of its "
+                          "device time (share 0)")
+    candidates = {"base": (base, 1), "variant": (variant, int(variant_launches)), "twice": (base, 2)}
+
+    def estimate(rounds, who="variant"):
+        return slowdown([r["base"] for r in rounds], [r[who] for r in rounds], min_effect)
+
+    rounds, reason, seconds, graphs = timed_rounds(w, plugin, candidates, cfg, seed, estimate)
+    step, twice = estimate(rounds), estimate(rounds, "twice")
+    base_us = float(np.median(np.concatenate([r["base"] for r in rounds])))
+    amdahl = 1 + fraction * (kernel_slowdown - 1)
+    metrics.update({"step_slowdown": step["slowdown"], "step_slowdown_lo": step["slowdown_lo"],
+                    "step_slowdown_hi": step["slowdown_hi"], "step_slowdown_half_width": step["half_width"],
+                    "step_significant": step["significant"], "step_rounds": step["replicates"],
+                    "step_twice": twice["slowdown"], "step_twice_lo": twice["slowdown_lo"],
+                    "step_twice_hi": twice["slowdown_hi"], "step_us": base_us, "step_share": fraction,
+                    "step_launches": launches, "step_amdahl": amdahl, "step_amdahl_twice": 1 + fraction,
+                    "step_timing_s": seconds})
+    params = {"workload": name, "step_graphs": graphs, "step_stop_reason": reason,
+              "step_vs_amdahl": versus(amdahl, step["slowdown_lo"], step["slowdown_hi"])}
+    return metrics, params
+
+
+def versus(predicted, lo, hi) -> str:
+    """Where Amdahl's prediction lies against the measured step slowdown's interval, in words."""
+    if lo <= predicted <= hi:
+        return "agrees"
+    if predicted < lo:
+        return ("slower than Amdahl predicts: the step lost more than the kernel's own time (a launch-bound step, "
+                "or the variant slows the work beside it)")
+    return "faster than Amdahl predicts: part of the kernel's extra time is hidden by work that overlaps it"

@@ -1,0 +1,88 @@
+"""What each pathology is worth to a model step, in the ranking (ablate/insitu/: the step
+metrics of jobs run with insitu.workload): the columns beside the kernel's slowdown, the
+findings' section "Worth to the step" in plain words, and a figure of the kernel's slowdown
+against the step's, with Amdahl's line through the kernel's share."""
+import numpy as np
+import pandas as pd
+
+from ablate.gpu.stats import interval_text
+
+STEP = ("step_slowdown", "step_slowdown_lo", "step_slowdown_hi", "step_share", "step_amdahl")
+
+
+def has_steps(ranked) -> bool:
+    return all(c in ranked for c in STEP) and ranked["step_slowdown"].notna().any()
+
+
+def columns(ranked) -> pd.DataFrame:
+    """The step's columns of the ranking: its slowdown with the interval, the kernel's share of
+    the step, Amdahl's prediction from it, the calibrated 2x of the step ('-' where a job has none)."""
+    def cell(r, fmt):
+        return "-" if pd.isna(r.get("step_slowdown")) else fmt(r)
+
+    rows = ranked.to_dict("records")
+    return pd.DataFrame({
+        "step [95% CI]": [cell(r, lambda r: interval_text(r["step_slowdown"], r["step_slowdown_lo"],
+                                                          r["step_slowdown_hi"], "x", digits=4)) for r in rows],
+        "share": [cell(r, lambda r: f"{100 * r['step_share']:.2f}%") for r in rows],
+        "amdahl": [cell(r, lambda r: f"{r['step_amdahl']:.4f}x") for r in rows],
+        "2x kernel: step": [cell(r, lambda r: f"{r['step_twice']:.4f}x" if pd.notna(r.get("step_twice")) else "-")
+                            for r in rows],
+    }, index=ranked.index)
+
+
+def lines(ranked) -> list[str]:
+    """The findings' section: each pathology's worth to the step, then the step's sensitivity
+    to the kernel (the calibrated 2x), per shape and workload."""
+    if not has_steps(ranked):
+        return []
+    out = ["Worth to the step (in situ: the variant inside the model's step, against the base there):"]
+    d = ranked[ranked["step_slowdown"].notna()]
+    workload = d["workload"] if "workload" in d else pd.Series(["the workload"] * len(d), index=d.index)
+    for (shape, name), part in d.groupby([d["shape"], workload.fillna("the workload")], sort=False):
+        for _, r in part[part["pathology"] != "none"].sort_values("step_slowdown", ascending=False).iterrows():
+            step = interval_text(r["step_slowdown"], r["step_slowdown_lo"], r["step_slowdown_hi"], "x", digits=4)
+            verdict = str(r.get("step_vs_amdahl") or "")
+            out.append(f"  - {r['pathology']} at {shape} in {name}: the kernel {r['slowdown']:.3f}x, the step {step}"
+                       f"{' (significant)' if r.get('step_significant') == 1 else ' (not significant)'}; "
+                       f"Amdahl predicts {r['step_amdahl']:.4f}x from the kernel's {100 * r['step_share']:.2f}% "
+                       f"of the step: {verdict.split(':')[0] if verdict else 'n/a'}")
+        twice = part["step_twice"].dropna() if "step_twice" in part else pd.Series(dtype=float)
+        if not twice.empty:
+            t = float(np.median(twice))
+            out.append(f"  - {shape} in {name}: the kernel twice over costs the step {t:.4f}x: a kernel 10% faster "
+                       f"would buy about {10 * (t - 1):.2f}% of the step (share {100 * part['step_share'].median():.2f}%,"
+                       f" {part['step_launches'].median():.0f} launches a step)")
+    return out
+
+
+def figure(ranked, shape, path):
+    """The kernel's slowdown against the step's per pathology (95% intervals), with Amdahl's
+    line 1 + share x (kernel - 1) through the jobs' median share."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    d = ranked[(ranked["shape"] == shape) & ranked["step_slowdown"].notna()]
+    if d.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 5))
+    ax.errorbar(d["slowdown"], d["step_slowdown"],
+                xerr=[d["slowdown"] - d["slowdown_lo"], d["slowdown_hi"] - d["slowdown"]],
+                yerr=[d["step_slowdown"] - d["step_slowdown_lo"], d["step_slowdown_hi"] - d["step_slowdown"]],
+                fmt="o", capsize=3)
+    for _, r in d.iterrows():
+        ax.annotate(r["pathology"], (r["slowdown"], r["step_slowdown"]), xytext=(4, 4), textcoords="offset points",
+                    fontsize=8)
+    share = float(d["step_share"].median())
+    k = np.linspace(min(1.0, d["slowdown_lo"].min()), max(2.0, d["slowdown_hi"].max()), 50)
+    ax.plot(k, 1 + share * (k - 1), "--", color="gray", label=f"Amdahl: 1 + {100 * share:.2f}% x (kernel - 1)")
+    ax.set_xlabel("kernel slowdown (95% interval)")
+    ax.set_ylabel("step slowdown (95% interval)")
+    ax.set_title(f"What each pathology costs the step, shape {shape}")
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,184 @@
+"""In situ on the CPU (ablate/insitu/): the workload named by module path and its bad inputs,
+the variant put into the model and taken out again, the op built from a spec's TENSORS. The
+step's profile and timing need a GPU: tests/test_insitu_gpu.py."""
+import math
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ablate.insitu import step, swap, workload  # noqa: E402
+from ablate.job import plugins  # noqa: E402
+from ablate.job.job import make_job  # noqa: E402
+from ablate.job.thin import tensors_of  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+sys.path.insert(0, str(FIXTURES / "workloads"))
+
+
+def toy_plugin(name="toy_double"):
+    """A plugin as the op route sees it: a name and a spec with TENSORS and a shape."""
+    spec = SimpleNamespace(tensors=tensors_of({"x": ("in", "n", "fp32"), "out": ("out", "n", "fp32")}),
+                           validate_shape=lambda s: {"n": int(s["n"])})
+    return SimpleNamespace(name=name, spec=spec)
+
+
+class Doubler:
+    """A 'library': out = factor * x, as a loaded kernel is called (tensors, shape)."""
+
+    def __init__(self, factor=2.0):
+        self.factor, self.seen = factor, 0
+
+    def __call__(self, tensors, shape):
+        self.seen += 1
+        tensors["out"].copy_(self.factor * tensors["x"])
+
+
+def cfg(**options):
+    return {"workload": "toy:doubled", "options": options, "ref_tolerance": 1e-6}
+
+
+def test_the_op_is_built_from_the_specs_tensors():
+    assert swap.schema(toy_plugin().spec) == "(Tensor x, Tensor(b!) out, str shape) -> ()"
+    spec = plugins.load("attention_hopper").spec
+    assert swap.schema(spec) == "(Tensor q, Tensor k, Tensor v, Tensor(d!) o, str shape) -> ()"
+
+
+def test_the_variant_runs_in_the_model_and_the_check_compares_it():
+    plugin = toy_plugin()
+    swap.register(plugin)
+    w = workload.build("toy:doubled", {}, "cpu")
+    base, variant = Doubler(2.0), Doubler(2.0 + 1e-3)
+    metrics = step.check(w, plugin, base, variant, "toy:doubled", 1e-6)
+    assert base.seen == 2 and variant.seen == 1 and metrics["step_calls"] == 1
+    assert math.isclose(metrics["step_rel_err"], 5e-4, rel_tol=1e-3) and metrics["step_ref_rel_err"] == 0
+    with swap.active(plugin, Doubler(2.0), launches=2) as now:  # the calibrated 2x: twice per call
+        w["step"]()
+    assert now.kernel.seen == 2 and now.calls == 1
+    with pytest.raises(RuntimeError, match="outside an ablate job"):
+        w["step"]()
+
+
+def test_a_workload_that_cannot_be_imported_is_one_line(tmp_path):
+    for target, words in (("no_such_module:train", "cannot be imported"), ("toy:no_such", "has no function"),
+                          ("not a path", "must be 'package.module:function'")):
+        with pytest.raises(ValueError, match=words) as e:
+            make_job(plugins.compose("rmsnorm", ["mode=static", f"insitu.workload={target!r}" if " " in target
+                                                  else f"insitu.workload={target}"]))
+        assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="insitu.max_rounds must be"):
+        make_job(plugins.compose("rmsnorm", ["mode=static", "insitu.workload=toy:doubled", "insitu.max_rounds=1"]))
+    with pytest.raises(ValueError, match=r"must return \{'step'"):
+        workload.build("toy:not_a_dict", {}, "cpu")
+
+
+def test_a_workload_that_never_launches_the_kernel_is_said_so():
+    plugin = toy_plugin("toy_never")
+    swap.register(plugin)
+    w = workload.build("toy:doubled", {"kernel": "toy_never", "launch": False}, "cpu")
+    with pytest.raises(step.InSituError, match="never launches kernel toy_never .its share of the step is 0"):
+        step.check(w, plugin, Doubler(), Doubler(), "toy:doubled", 1e-6)
+
+
+def test_a_workload_whose_output_changes_under_the_base_is_refused():
+    plugin = toy_plugin("toy_drift")
+    swap.register(plugin)
+    w = workload.build("toy:doubled", {"kernel": "toy_drift", "drift": True}, "cpu")
+    with pytest.raises(step.InSituError, match="output changes under the base from one run to the next"):
+        step.check(w, plugin, Doubler(), Doubler(), "toy:doubled", 1e-6)
+
+
+def test_a_workload_that_raises_is_the_jobs_recorded_error():
+    """measure.gpu_job's in-situ part: the workload's exception becomes the job's error, its
+    kernel figures kept (the child records the job crashed, failed_side insitu)."""
+    from ablate.gpu import measure
+
+    plugin = toy_plugin("toy_fail")
+    step._built.clear()
+    metrics, params = {"slowdown": 1.1}, {}
+    spec = {"insitu": {**cfg(kernel="toy_fail", fail=True), "steps_per_round": 1, "min_rounds": 2, "max_rounds": 2,
+                       "precision": 0.01, "budget_s": 1, "profile_steps": 1},
+            "bench": {"seed": 0, "min_effect": 0.01}}
+    error = measure._in_situ(plugin, Doubler(), Doubler(), spec, 1.1, metrics, params)
+    assert error == "in situ: the workload toy:doubled raised ValueError: the toy model's step broke"
+    assert metrics == {"slowdown": 1.1}
+    error = measure._in_situ(plugin, Doubler(), Doubler(), {**spec, "sm_fraction": 0.5}, 1.1, metrics, params)
+    assert error is None and "green context" in params["step_not_measured"]
+
+
+def test_amdahl_against_the_measured_interval_in_words():
+    assert step.versus(1.05, 1.04, 1.06) == "agrees"
+    assert step.versus(1.01, 1.04, 1.06).startswith("slower than Amdahl predicts")
+    assert step.versus(1.10, 1.04, 1.06).startswith("faster than Amdahl predicts")
+
+
+def test_a_library_function_is_replaced_wherever_it_is_held_and_restored_after_an_error(tmp_path, monkeypatch):
+    """The Triton route: every module holding the library's function gets the stand-in, which
+    binds the library's own call (the variant's meta over the caller's, the caller's grid
+    evaluated with it); after the `with`, even one that raised, the function is back."""
+    pytest.importorskip("triton")
+    from test_triton_libraries import FIXTURES as PLUGINS, package_plugin
+
+    folder = package_plugin(tmp_path, "axpy_lib.kernels:axpy_kernel", (PLUGINS / "even_axpy" / "base" / "axpy.py").read_text())
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    plugin = plugins.load("lib_axpy", [folder.parent])
+    import axpy_lib.kernels as lib
+    original = lib.axpy_kernel
+    holder = SimpleNamespace(__name__="holder")
+    holder_module = type(sys)("axpy_holder")
+    holder_module.kernel = original  # a module that imported it by name
+    monkeypatch.setitem(sys.modules, "axpy_holder", holder_module)
+
+    launched = []
+
+    class Variant:
+        meta = {"BLOCK": 512, "num_warps": 2}
+
+        def meta_of(self, args):
+            return {**self.meta, "EVEN": args["n"] % 512 == 0}
+
+        def launch_grid(self, args, grid, stream):
+            launched.append((sorted(args), grid))
+
+    assert swap.is_library_triton(plugin)
+    with pytest.raises(KeyError), swap.active(plugin, Variant()) as now:
+        assert isinstance(lib.axpy_kernel, swap.Standin) and holder_module.kernel is lib.axpy_kernel
+        lib.axpy_kernel[lambda meta: (-(-meta["n"] // meta["BLOCK"]),)]("x", "y", "out", 2.0, 4096, BLOCK=1024,
+                                                                        num_warps=4)
+        raise KeyError("the step broke")
+    assert lib.axpy_kernel is original and holder_module.kernel is original and now.calls == 1
+    assert launched == [(["alpha", "n", "out", "x", "y"], (8,))]  # BLOCK 512 (the variant's), not the caller's 1024
+    del holder
+
+
+def test_the_ranking_says_what_each_pathology_is_worth_to_the_step(tmp_path):
+    """make rank's columns, the findings' section and the figure from jobs with step metrics."""
+    import pandas as pd
+
+    from ablate.report import insitu
+
+    rows = [{"pathology": "none", "shape": "tok16k", "slowdown": 1.0, "slowdown_lo": 0.998, "slowdown_hi": 1.002,
+             "step_slowdown": 1.0001, "step_slowdown_lo": 0.9995, "step_slowdown_hi": 1.0007, "step_share": 0.0035,
+             "step_amdahl": 1.0, "step_twice": 1.0058, "step_significant": 0, "step_launches": 17.0,
+             "workload": "ablate.workloads.llama:train", "step_vs_amdahl": "agrees"},
+            {"pathology": "oversized_block", "shape": "tok16k", "slowdown": 1.30, "slowdown_lo": 1.28,
+             "slowdown_hi": 1.32, "step_slowdown": 1.0040, "step_slowdown_lo": 1.0021, "step_slowdown_hi": 1.0059,
+             "step_share": 0.0035, "step_amdahl": 1.00105, "step_twice": 1.0056, "step_significant": 1,
+             "step_launches": 17.0, "workload": "ablate.workloads.llama:train",
+             "step_vs_amdahl": "slower than Amdahl predicts: the step lost more"},
+            {"pathology": "half_warps", "shape": "tok16k", "slowdown": 1.01, "slowdown_lo": 1.0, "slowdown_hi": 1.02}]
+    ranked = pd.DataFrame(rows)
+    assert insitu.has_steps(ranked)
+    cols = insitu.columns(ranked)
+    assert list(cols["share"]) == ["0.35%", "0.35%", "-"] and cols["step [95% CI]"][1] == "1.0040x [1.0021, 1.0059]"
+    text = "\n".join(insitu.lines(ranked))
+    assert "oversized_block at tok16k in ablate.workloads.llama:train: the kernel 1.300x, the step 1.0040x" in text
+    assert "(significant); Amdahl predicts 1.0010x from the kernel's 0.35% of the step: slower than Amdahl predicts" in text
+    assert "the kernel twice over costs the step 1.0057x: a kernel 10% faster would buy about 0.06% of the step" in text
+    assert "none at" not in text  # the control is the A/A check, not a finding
+    assert insitu.figure(ranked, "tok16k", tmp_path / "step.png") and (tmp_path / "step.png").stat().st_size > 0
+    assert not insitu.has_steps(ranked.drop(columns=["step_slowdown"]))
