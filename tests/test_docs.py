@@ -90,3 +90,14 @@ def test_the_readmes_figure_is_drawn_from_recorded_figures():
     ranked = module.ranked_table()
     assert len(ranked) == 13 and set(ranked["significant"]) == {"yes", "no"}
     assert ranked.loc[ranked["pathology"] == "none", "significant"].item() == "no"
+
+
+def test_the_tools_point_to_pages_that_exist():
+    """`ablate --help` and `ablate new-kernel` name guide pages: they must be there."""
+    from ablate.tools import new_kernel
+
+    assert new_kernel.GUIDE.is_file()
+    text = (ROOT / "conf" / "config.yaml").read_text()
+    for page in re.findall(r"docs/[\w/-]+\.md", text):
+        assert (ROOT / page).is_file(), page
+
