@@ -10,11 +10,11 @@ TEST_JOBS ?= 2
 STORE ?= $(or $(MLFLOW_TRACKING_URI),sqlite:///runs/mlflow.db)
 CHOICES = $(if $(KERNEL),kernel=$(KERNEL)) $(if $(SHAPE),shape=$(SHAPE))
 
-.PHONY: install test sweep profile static tune rank compare calibrate interactions insitu ui server new-kernel clean purge
+.PHONY: install test sweep profile static tune rank compare calibrate interactions insitu ui server new-kernel docs clean purge
 
-install:  ## torch (the CUDA build where there is a GPU, else the CPU one), then ablate itself and its dependencies
+install:  ## torch (the CUDA build where there is a GPU, else the CPU one), then ablate itself and its dependencies (the docs' MkDocs too)
 	$(PYTHON) tools/install_torch.py
-	$(PYTHON) -m pip install -e '.[dev,liger,fla,insitu]'
+	$(PYTHON) -m pip install -e '.[dev,liger,fla,insitu,docs]'
 
 test:  ## the test suite in TEST_JOBS processes (default 2); GPU tests skip without CUDA
 	$(PYTHON) -m pytest -q -n $(TEST_JOBS)
@@ -52,6 +52,9 @@ server:  ## an MLflow tracking server over the store, for jobs on other machines
 new-kernel:  ## a minimal kernel plugin to start from: make new-kernel NAME=my_kernel [DIR=~/kernels]
 	@if [ -z "$(NAME)" ]; then echo "make new-kernel NAME=my_kernel [DIR=folder]: NAME is missing"; exit 1; fi
 	$(PYTHON) -m ablate.tools.new_kernel '$(NAME)' $(if $(DIR),'$(DIR)')
+
+docs:  ## the documentation site: docs/ and mkdocs.yml built into site/ by MkDocs (Material theme), strict: a broken link or a missing page fails
+	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict
 
 # Derived files of this checkout only: its builds (runs/build, where build.dir= put them), figures,
 # tables. The MLflow store, Hydra's logs and the build cache every checkout shares stay

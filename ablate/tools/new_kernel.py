@@ -14,9 +14,11 @@ import sys
 from pathlib import Path
 
 from ablate.job import plugins
+from ablate.paths import ROOT
 
 TEMPLATES = Path(__file__).resolve().parent / "scaffold"
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+GUIDE = ROOT / "docs" / "guide" / "own-kernel" / "index.md"  # making the scaffold yours, step by step
 
 
 def write(name: str, parent: Path) -> Path:
@@ -53,7 +55,8 @@ def main(argv=None):
     where = "" if folder.parent == plugins.KERNELS else f" kernel_path=[{folder.parent}]"
     print(f"wrote {folder}:\n" + "\n".join(f"  {p.relative_to(folder)}" for p in sorted(folder.rglob("*")) if p.is_file()))
     print(f"\nsweep it:  python -m ablate -m kernel={args.name}{where} 'pathology=glob(*)'"
-          f"\n(or without a GPU, add mode=static); then: make rank")
+          f"\n(or without a GPU, add mode=static); then: make rank"
+          f"\nmake it yours (the base, seams, spec, pathologies, shapes): {GUIDE}")
     return 0
 
 
