@@ -36,10 +36,10 @@ gpus.register_resolver()  # ${ablate_gpus:}: the GPUs a job may use, for launche
 
 def validated(cfg):
     """The Job of this job's config (ablate/job/job.py), or SystemExit naming the problem."""
-    from ablate.job.job import make_job
+    from ablate.pipeline import job_of
 
     try:
-        return make_job(cfg, HydraConfig.get().runtime.choices.get("shape"))
+        return job_of(cfg, HydraConfig.get().runtime.choices.get("shape"))
     except ValueError as e:
         # A swept value (shape.seq=0,512) gets here only after the callback's checks and
         # builds: the sweep stops, and its parent run says it failed.

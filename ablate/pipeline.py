@@ -15,6 +15,16 @@ log = logging.getLogger("ablate")
 _said_no_gpu = False  # the fallback is said once per process, not once per job
 
 
+def job_of(cfg, shape_name=None):
+    """The Job of a composed config (ablate/job/job.py, make_job), on its autotuner's pick at
+    its shape where its Triton kernel is autotuned (ablate/gpu/autotune.py): what every entry
+    point works out once and hands on."""
+    from ablate.gpu.autotune import resolve
+    from ablate.job.job import make_job
+
+    return resolve(make_job(cfg, shape_name))
+
+
 def run_job(job) -> Result:
     """Build, then check and time (mode=gpu) or read the binary (mode=static)."""
     from ablate.build.compile import BuildError, build, first_error

@@ -1,4 +1,4 @@
-"""In situ on the CPU (ablate/insitu/): the workload named by module path and its bad inputs,
+"""In situ on the CPU (ablate/gpu/insitu.py): the workload named by module path and its bad inputs,
 the variant put into the model and taken out again, the op built from a spec's TENSORS. The
 step's profile and timing need a GPU: tests/test_insitu_gpu.py."""
 import math
@@ -10,7 +10,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ablate.insitu import step, swap, workload  # noqa: E402
+from ablate.gpu import insitu as step, swap
+from ablate.job import workload  # noqa: E402
 from ablate.job import plugins  # noqa: E402
 from ablate.job.job import make_job  # noqa: E402
 from ablate.job.thin import tensors_of  # noqa: E402
@@ -116,7 +117,8 @@ def test_amdahl_against_the_measured_interval_in_words():
     assert step.versus(1.10, 1.04, 1.06).startswith("faster than Amdahl predicts")
 
 
-def test_a_library_function_is_replaced_wherever_it_is_held_and_restored_after_an_error(tmp_path, monkeypatch):
+def test_a_library_function_is_replaced_wherever_it_is_held_and_restored_after_an_error(tmp_path, monkeypatch,
+                                                                                     request):
     """The Triton route: every module holding the library's function gets the stand-in, which
     binds the library's own call (the variant's meta over the caller's, the caller's grid
     evaluated with it); after the `with`, even one that raised, the function is back."""
@@ -125,8 +127,11 @@ def test_a_library_function_is_replaced_wherever_it_is_held_and_restored_after_a
 
     folder = package_plugin(tmp_path, "axpy_lib.kernels:axpy_kernel", (PLUGINS / "even_axpy" / "base" / "axpy.py").read_text())
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    for name in [m for m in sys.modules if m.split(".")[0] == "axpy_lib"]:
+        monkeypatch.delitem(sys.modules, name)  # another test's copy of the package
     plugin = plugins.load("lib_axpy", [folder.parent])
-    import axpy_lib.kernels as lib
+    request.addfinalizer(lambda: [sys.modules.pop(m) for m in list(sys.modules) if m.split(".")[0] == "axpy_lib"])
+    import axpy_lib.kernels as lib  # ours lies in this tmp_path: taken out again after the test
     original = lib.axpy_kernel
     holder = SimpleNamespace(__name__="holder")
     holder_module = type(sys)("axpy_holder")

@@ -1,4 +1,4 @@
-"""In situ on a GPU (ablate/insitu/): Liger's RMSNorm function replaced inside a Llama-shaped
+"""In situ on a GPU (ablate/gpu/insitu.py): Liger's RMSNorm function replaced inside a Llama-shaped
 training step by the job's own library (the library's function restored after, even when the
 step raises), the whole measurement on a small model, and attention_hopper as the model's
 attention through torch.ops.ablate.attention_hopper, checked against SDPA inside the model."""
@@ -7,7 +7,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers", reason="transformers is not installed (pip install -e '.[insitu]')")
 
-from ablate.insitu import step, swap, workload  # noqa: E402
+from ablate.gpu import insitu as step, swap
+from ablate.job import workload  # noqa: E402
 from ablate.job import plugins  # noqa: E402
 
 from conftest import loaded_pathologies  # noqa: E402

@@ -80,7 +80,11 @@ def test_the_cycle_finder_finds_one():
 def test_every_module_lies_in_a_stage():
     loose = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert loose == ["__init__.py", "__main__.py", "paths.py", "pipeline.py"], loose
-    assert sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()) == sorted(STAGES)
+    # ablate/workloads: models that users name by module path (in situ, ablate/gpu/insitu.py); no stage
+    assert sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()) == sorted(
+        (*STAGES, "workloads"))
+    assert not any(t.startswith("ablate.") for m, ts in imports().items() if m.startswith("ablate.workloads")
+                   for t in ts), "a workload is the user's model code: it imports nothing of ablate's stages"
 
 
 def test_a_variant_is_made_from_config_in_one_place():

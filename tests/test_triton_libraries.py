@@ -75,27 +75,29 @@ def test_an_autotuned_kernel_sweeps_statically_on_its_first_config(tmp_path, cap
 
 
 def test_the_autotuned_base_on_a_gpu_is_the_variants_base(tmp_path, monkeypatch):
-    """What make_job does with the autotuner's pick (triton_autotune.base_record, mode=gpu): every
+    """What job_of does with the autotuner's pick (ablate/gpu/autotune.py, base_record, mode=gpu): every
     variant of the job is built on it, and a pathology's fraction_of_base reads it."""
-    from ablate.build import triton_autotune
+    from ablate.gpu import autotune
+    from ablate.pipeline import job_of
 
     picked = {"BLOCK": 2048, "num_warps": 8, "num_stages": 3}
-    monkeypatch.setattr(triton_autotune, "base_record", lambda plugin, shape, build_dir, timeout_s: {"meta": picked})
+    monkeypatch.setattr(autotune, "base_record", lambda plugin, shape, build_dir, timeout_s: {"meta": picked})
     cfg = plugins.compose("tuned_axpy", ["pathology=half_warps", "mode=gpu", f"build.dir={tmp_path}"],
                           kernel_path=[FIXTURES])
-    job = make_job(cfg)
+    job = job_of(cfg)
     assert job.base.base_meta == picked == job.variant.base_meta
     spec = job.plugin.spec
     assert triton_aot.effective_meta(spec, job.base) == picked
     assert triton_aot.effective_meta(spec, job.variant) == {**picked, "num_warps": 4}
-    static = make_job(plugins.compose("tuned_axpy", ["pathology=half_warps", "mode=static"], kernel_path=[FIXTURES]))
+    static = job_of(plugins.compose("tuned_axpy", ["pathology=half_warps", "mode=static"], kernel_path=[FIXTURES]))
     assert static.base.base_meta == {} and triton_aot.effective_meta(spec, static.variant)["num_warps"] == 2
 
 
 def test_the_specs_meta_overrides_the_autotuner(tmp_path, monkeypatch):
     """A META that declares part of a config: the rest is the autotuner's (its pick on a GPU,
     its first config without); one that declares all of it leaves the autotuner out."""
-    from ablate.build import triton_autotune
+    from ablate.gpu import autotune
+    from ablate.pipeline import job_of
 
     folder = tmp_path / "plugins" / "tuned_axpy"
     shutil.copytree(FIXTURES / "tuned_axpy", folder)
@@ -103,16 +105,16 @@ def test_the_specs_meta_overrides_the_autotuner(tmp_path, monkeypatch):
     spec_py.write_text(spec_py.read_text() + '\nMETA = {"num_warps": 2}\n')
     spec = plugins.load("tuned_axpy", [folder.parent]).spec
     assert spec.META_FROM == "autotune" and spec.META == {"BLOCK": 1024, "num_warps": 2, "num_stages": 3}
-    monkeypatch.setattr(triton_autotune, "base_record", lambda plugin, shape, build_dir, timeout_s:
+    monkeypatch.setattr(autotune, "base_record", lambda plugin, shape, build_dir, timeout_s:
                         {"meta": {"BLOCK": 2048, "num_warps": 8, "num_stages": 3}})
-    job = make_job(plugins.compose("tuned_axpy", ["pathology=none", "mode=gpu"], kernel_path=[folder.parent]))
+    job = job_of(plugins.compose("tuned_axpy", ["pathology=none", "mode=gpu"], kernel_path=[folder.parent]))
     assert job.base.base_meta == {"BLOCK": 2048, "num_warps": 2, "num_stages": 3}
     full = tmp_path / "full" / "tuned_axpy"
     shutil.copytree(folder, full)
     (full / "spec.py").write_text(spec_py.read_text() + 'META = {"BLOCK": 256, "num_warps": 1, "num_stages": 1}\n')
     spec = plugins.load("tuned_axpy", [full.parent]).spec
     assert spec.META_FROM == "spec.META" and spec.META == {"BLOCK": 256, "num_warps": 1, "num_stages": 1}
-    job = make_job(plugins.compose("tuned_axpy", ["pathology=none", "mode=gpu"], kernel_path=[full.parent]))
+    job = job_of(plugins.compose("tuned_axpy", ["pathology=none", "mode=gpu"], kernel_path=[full.parent]))
     assert job.base.base_meta == {}
 
 
@@ -331,6 +333,7 @@ def test_the_pick_is_tuned_once_in_the_gpu_child_and_read_back(tmp_path, monkeyp
     and the pick is written; the next job reads it; a failure is raised for every job at that
     shape from one run, naming what failed."""
     from ablate.build import triton_autotune
+    from ablate.gpu import autotune
     from ablate.job.result import Result
 
     plugin = plugins.load("shaped_scale", [FIXTURES])
@@ -343,11 +346,11 @@ def test_the_pick_is_tuned_once_in_the_gpu_child_and_read_back(tmp_path, monkeyp
     def worker(spec, timeout_s):
         asked.append(spec)
         return Result("ok", {"autotune": json.dumps(record)})
-    import ablate.gpu.worker as worker_module
+    import ablate.gpu.pool as worker_module
     monkeypatch.setattr(worker_module, "run_worker", worker)
-    monkeypatch.setattr(triton_autotune, "gpu_model", lambda: "NVIDIA H200")
-    first = triton_autotune.base_record(plugin, shape, tmp_path, 60)
-    again = triton_autotune.base_record(plugin, shape, tmp_path, 60)
+    monkeypatch.setattr(autotune, "gpu_model", lambda: "NVIDIA H200")
+    first = autotune.base_record(plugin, shape, tmp_path, 60)
+    again = autotune.base_record(plugin, shape, tmp_path, 60)
     assert len(asked) == 1 and asked[0]["autotune"] == {"kernel_dir": str(plugin.dir), "shape": shape}
     assert asked[0]["bench"]["timeout_s"] == 60
     assert first == again and first["meta"]["BLOCK_N"] == 512 and first["shape"] == shape
@@ -355,8 +358,8 @@ def test_the_pick_is_tuned_once_in_the_gpu_child_and_read_back(tmp_path, monkeyp
     line = triton_autotune.said(first, 4)
     assert "autotuner: BLOCK_N=512, num_stages=3, num_warps=4; spec.META: HAVE_BETA=True; shape: N" in line
     # another GPU model is another record
-    monkeypatch.setattr(triton_autotune, "gpu_model", lambda: "NVIDIA H100 80GB HBM3")
-    triton_autotune.base_record(plugin, shape, tmp_path, 60)
+    monkeypatch.setattr(autotune, "gpu_model", lambda: "NVIDIA H100 80GB HBM3")
+    autotune.base_record(plugin, shape, tmp_path, 60)
     assert len(asked) == 2
     # a failure: once per shape, every job there told the same
     monkeypatch.setattr(worker_module, "run_worker", lambda spec, t: asked.append(spec) or Result(
@@ -364,7 +367,7 @@ def test_the_pick_is_tuned_once_in_the_gpu_child_and_read_back(tmp_path, monkeyp
     other = {"rows": 8, "cols": 1000}
     for _ in range(2):
         with pytest.raises(triton_autotune.AutotuneError, match="while timing config .'BLOCK_N': 3"):
-            triton_autotune.base_record(plugin, other, tmp_path, 60)
+            autotune.base_record(plugin, other, tmp_path, 60)
     assert len(asked) == 3
 
 
@@ -373,6 +376,8 @@ def test_an_autotuner_failure_is_its_jobs_error_and_the_sweep_goes_on(tmp_path, 
     crashed (the base's side, naming the config), nothing of theirs is built, and the jobs at
     the other shapes run."""
     from ablate.build import triton_autotune
+    from ablate.gpu import autotune
+    from ablate.pipeline import job_of
     from ablate.sweep.design import variants_of_sweep
 
     def record(plugin, shape, build_dir, timeout_s):
@@ -380,8 +385,8 @@ def test_an_autotuner_failure_is_its_jobs_error_and_the_sweep_goes_on(tmp_path, 
             raise triton_autotune.AutotuneError("scale_kernel: its autotuner failed while timing config "
                                                 "{'BLOCK_N': 512, 'num_warps': 4}: CompilationError: ...")
         return {}
-    monkeypatch.setattr(triton_autotune, "base_record", record)
-    jobs = {cols: make_job(plugins.compose("shaped_scale", ["pathology=half_warps", "mode=gpu", f"shape.cols={cols}",
+    monkeypatch.setattr(autotune, "base_record", record)
+    jobs = {cols: job_of(plugins.compose("shaped_scale", ["pathology=half_warps", "mode=gpu", f"shape.cols={cols}",
                                                            f"build.dir={tmp_path}", "build.arch=sm_90"],
                                            kernel_path=[FIXTURES])) for cols in (1000, 1024)}
     assert jobs[1000].failed and "'BLOCK_N': 512" in jobs[1000].failed and jobs[1024].failed is None

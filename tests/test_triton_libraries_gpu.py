@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 from ablate.build import triton_autotune, triton_target  # noqa: E402
 from ablate.gpu.check import check, poisoned_inputs  # noqa: E402
 from ablate.job import plugins  # noqa: E402
-from ablate.job.job import make_job  # noqa: E402
+from ablate.pipeline import job_of as make_job  # noqa: E402  (on the autotuner's pick)
 from ablate.pipeline import run_job  # noqa: E402
 
 from conftest import loaded_pathologies  # noqa: E402
@@ -33,7 +33,7 @@ def test_the_autotuned_base_is_the_autotuners_pick_tuned_once(tmp_path, monkeypa
     assert json.loads(min(job.tuned["timings"], key=lambda c: job.tuned["timings"][c][0])) == job.base.base_meta
     assert len(list((tmp_path / "autotune").glob("*.json"))) == 1
     # the next job of the sweep reads the record: it does not tune again
-    import ablate.gpu.worker as worker
+    import ablate.gpu.pool as worker
     monkeypatch.setattr(worker, "run_worker", lambda spec, t: pytest.fail("tuned twice"))
     again = make_job(cfg)
     assert again.base.base_meta == job.base.base_meta

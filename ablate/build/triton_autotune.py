@@ -15,30 +15,22 @@ picks. What each name of the call comes from (`call_plan`, recorded as `sources`
 - the autotuner: every other tuned key (`BLOCK_N`, `num_warps`, `num_stages`);
 - @triton.heuristics: what they compute, unless META names it.
 
-The tuning runs in the sweep's GPU child (`tune_job`, through ablate/gpu/pool.py's queue,
-after whatever that child was timing, never beside it); a failure there (a config that
-cannot compile, a launch that faults) is the job's recorded error naming the config being
-timed, not the sweep's. The pick is kept in the build folder (`autotune/<key>.json`, the key
-hashing the plugin's provenance, the function, the shape, the spec's META and the GPU's
-model), so that every job of a sweep, and every later sweep on that GPU model, builds the
-same base; delete the file to tune again. Without a GPU (static mode) the base is the first
-config (thin.Spec), said once per process by `say_static_base`.
+`tune` runs the autotuner on this process's GPU; the sweep runs it in its GPU child, which
+keeps the pick per GPU model and shape in the build folder (ablate/gpu/autotune.py). Without
+a GPU (static mode) the base is the first config (thin.Spec), said once per process by
+`say_static_base`.
 """
 import contextlib
 import copy
-import fcntl
-import functools
 import hashlib
 import json
 import logging
-import os
 from pathlib import Path
 
 from ablate.build import triton_target
 
 log = logging.getLogger("ablate")
 _said = set()
-_failures = {}  # record path: why the autotuner failed there, in this process
 OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")  # a triton.Config's own fields
 
 
@@ -174,72 +166,12 @@ def tune(spec, shape) -> dict:
             "timings": timings, "configs_timed": timed}
 
 
-def tune_job(request):
-    """The GPU child's side (ablate/gpu/measure.py): the Result of tuning one plugin at one
-    shape: ok with the record as the param `autotune`, or crashed naming the config (the child
-    then ends: a fault can leave its CUDA context unusable)."""
-    import torch
-
-    from ablate.job import plugins
-    from ablate.job.result import Result
-
-    plugin = plugins.load_dir(Path(request["kernel_dir"]))
-    try:
-        record = tune(plugin.spec, request["shape"])
-    except AutotuneError as e:
-        return Result("crashed", {"failed_side": "base", "autotune": "failed"}, error=str(e))
-    record["gpu"] = torch.cuda.get_device_name()
-    return Result("ok", {"autotune": json.dumps(record, sort_keys=True)})
-
-
-@functools.cache
-def gpu_model():
-    """The model of the first GPU this process may use (nvidia-smi's name: no CUDA context in
-    the sweep's parent), or None where none is listed."""
-    from ablate.gpu import gpus
-
-    return next((g.name for g in gpus.visible() if g.name), None)
-
-
 def record_path(plugin, shape, build_dir, model) -> Path:
+    """Where the pick of `plugin` at `shape` on GPU `model` is kept: build_dir/autotune/<key>.json."""
     spec = plugin.spec
     key = hashlib.sha256(json.dumps([plugin.sources_digest(), spec.TRITON, shape, spec.META_DECLARED, model],
                                     sort_keys=True, default=str).encode()).hexdigest()[:16]
     return Path(build_dir) / "autotune" / f"{key}.json"
-
-
-def base_record(plugin, shape, build_dir, timeout_s=600.0) -> dict:
-    """The autotuner's pick for `shape` on this GPU model ({"meta", "sources", ...}), from the
-    build folder's record, else tuned now in the GPU child and recorded; {} where the spec's
-    META pins every tuned key, or no GPU is listed. AutotuneError where the tuning failed."""
-    spec = plugin.spec
-    if getattr(spec, "META_FROM", None) != "autotune":
-        return {}
-    model = gpu_model()
-    if model is None:
-        return {}
-    path = record_path(plugin, shape, build_dir, model)
-    if str(path) in _failures:  # the sweep's other jobs at this shape: the same failure, not a second run
-        raise AutotuneError(_failures[str(path)])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(f".{path.stem}.lock"), "w") as lock:  # two sweeps tune one shape once
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if path.is_file():
-            return json.loads(path.read_text())
-        from ablate.gpu.worker import run_worker
-
-        out = run_worker({"autotune": {"kernel_dir": str(plugin.dir), "shape": shape},
-                          "bench": {"timeout_s": float(timeout_s)}}, float(timeout_s))
-        if out.status != "ok":
-            _failures[str(path)] = out.error or f"{spec.TRITON}: the autotuner's run ended {out.status}"
-            raise AutotuneError(_failures[str(path)])
-        record = {**json.loads(out.params["autotune"]), "shape": shape, "function": spec.TRITON,
-                  "configs": configs(spec)}
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(record, indent=1, default=str))
-        os.replace(tmp, path)
-    log.info("%s: %s", plugin.name, said(record, len(record["configs"])))
-    return record
 
 
 ORDER = ("autotuner", "first autotune config", "spec.META", "shape", "heuristics")

@@ -94,7 +94,7 @@ class TritonKernel:
     def launch_grid(self, args, grid, stream):
         """Run on `args` ({parameter: value}, none of the variant's meta-parameters) over `grid`
         (1 to 3 dimensions) on `stream`: the spec's launch, or a library's own call in a model
-        (ablate/insitu/swap.py)."""
+        (ablate/gpu/swap.py)."""
         import triton
 
         triton.set_allocator(_scratch)  # a context variable: set where the launch runs

@@ -196,7 +196,7 @@ def gpu_job(spec):
     artifacts["samples.json"] = json.dumps({"replicates": [{n: np.round(t, 4).tolist() for n, t in r.items()}
                                                            for r in reps]})
     artifacts["gpu_state.json"] = json.dumps({"before": before, "after": after}, indent=1)
-    if spec.get("insitu"):  # what the variant costs a whole model step (ablate/insitu/step.py)
+    if spec.get("insitu"):  # what the variant costs a whole model step (ablate/gpu/insitu.py)
         failed = _in_situ(plugin, base, variant, spec, estimate["slowdown"], metrics, params)
         if failed:
             return Result("crashed", {**params, "failed_side": "insitu"}, metrics, artifacts, failed)
@@ -208,16 +208,16 @@ def _in_situ(plugin, base, variant, spec, kernel_slowdown, metrics, params):
     not measure the kernel or raised (the job is then recorded failed, its kernel figures kept)."""
     import traceback
 
-    from ablate.insitu import step
+    from ablate.gpu import insitu
 
     if spec.get("sm_fraction"):
         params["step_not_measured"] = ("half_sms runs the variant on a green context's own stream, outside the "
                                        "model's stream order")
         return None
     try:
-        m, p = step.measure(plugin, base, variant, kernel_slowdown, spec["insitu"], spec["bench"]["seed"],
+        m, p = insitu.measure(plugin, base, variant, kernel_slowdown, spec["insitu"], spec["bench"]["seed"],
                             spec["bench"]["min_effect"], variant_launches=spec.get("launches", 1))
-    except step.InSituError as e:
+    except insitu.InSituError as e:
         return f"in situ: {e}"
     except Exception as e:  # noqa: BLE001 - the workload's own failure is this job's, recorded
         traceback.print_exc()
@@ -236,15 +236,15 @@ def _uuid_text(uuid):
 
 
 def checked_gpu_job(spec):
-    """gpu_job (or, for a spec {"autotune": ...}, the autotuner's run: triton_autotune.tune_job),
+    """gpu_job (or, for a spec {"autotune": ...}, the autotuner's run: ablate/gpu/autotune.py),
     then one synchronize: an error a kernel left pending (and any sticky error a
     caught exception hid) is raised in this job, which is then crashed, never in the next."""
     import torch
 
     if "autotune" in spec:  # an autotuned Triton kernel's base at a shape: its autotuner run here
-        from ablate.build import triton_autotune
+        from ablate.gpu import autotune
 
-        out = triton_autotune.tune_job(spec["autotune"])
+        out = autotune.tune_job(spec["autotune"])
     else:
         out = gpu_job(spec)
     torch.cuda.synchronize()

@@ -80,7 +80,7 @@ class Job:
 
     @property
     def insitu(self) -> dict | None:
-        """cfg.insitu as plain data where it names a workload (ablate/insitu/), else None."""
+        """cfg.insitu as plain data where it names a workload (ablate/gpu/insitu.py), else None."""
         return insitu_of(self.cfg)
 
     def wire(self, base_lib, variant_lib) -> dict:
@@ -118,9 +118,8 @@ def make_job(cfg, shape_name=None) -> Job:
     made = {key: variant_from_cfg(c, plugin.dir) for key, c in configs.items()}
     variant, base = made.pop(""), made.pop(BASE)
     check_language(plugin, variant)
-    # every variant of the job on the autotuner's base, or on the spec's base at this shape
-    record, failed = autotuned_base(plugin, shape, cfg)
-    if tuned := record.get("meta") or shape_base(plugin, shape):
+    # every variant of the job on the spec's base at this shape (an autotuned kernel's: with_tuned)
+    if tuned := shape_base(plugin, shape):
         variant, base = replace(variant, base_meta=tuned), replace(base, base_meta=tuned)
         made = {k: replace(v, base_meta=tuned) for k, v in made.items()}
     for name in variant.pathologies:
@@ -129,35 +128,30 @@ def make_job(cfg, shape_name=None) -> Job:
     declared = not_applicable_of(cfg, plugin)
     return Job(plugin=plugin, shape=shape, shape_name=str(name), variant=variant, base=base,
                peers=tuple(peers), bench=OmegaConf.to_container(cfg.bench, resolve=True), mode=str(cfg.mode),
-               kernel_counters=tuple(kernel_counters), cfg=cfg, rests=made, tuned=record, failed=failed,
+               kernel_counters=tuple(kernel_counters), cfg=cfg, rests=made,
                opted_out={**{p: why for p, why in declared.items() if p in variant.generic},
                           **not_applicable_at(plugin, variant.pathologies, shape)})
 
 
-def autotuned_base(plugin, shape, cfg) -> tuple[dict, str | None]:
-    """(record, failure) of an autotuned Triton kernel's base at the shape
-    (ablate/build/triton_autotune.py): in mode=gpu on a GPU, its autotuner's record, whose
-    `meta` is the pick with the spec's META over it; ({}, None) otherwise (spec.META: the
-    declared one, or the first autotune config, said once); ({}, why) where the autotuner
-    failed on the GPU."""
-    if plugin.language != "triton" or getattr(plugin.spec, "META_FROM", None) != "autotune":
-        return {}, None
-    from ablate.build import triton_autotune
-    from ablate.build.compile import build_dir_of
-    from ablate.paths import ROOT
+def autotuned(job) -> bool:
+    """Whether the job's base is its Triton kernel's autotuner's pick: an autotuned function
+    whose spec's META leaves a tuned key to it, timed on a GPU (mode=gpu)."""
+    return (job.plugin.language == "triton" and getattr(job.plugin.spec, "META_FROM", None) == "autotune"
+            and job.mode == "gpu")
 
-    if cfg.mode != "gpu":
-        record = {}
-    else:
-        timeout_s = OmegaConf.select(cfg, "bench.timeout_s", default=None) or 600
-        try:
-            record = triton_autotune.base_record(plugin, shape, build_dir_of(cfg.build, ROOT), timeout_s)
-        except triton_autotune.AutotuneError as e:
-            return {}, str(e)
+
+def with_tuned(job, record=None, failed=None) -> Job:
+    """The job on its autotuner's pick (ablate/gpu/autotune.py): every variant's base_meta the
+    record's `meta` with the spec's META over it, the record kept (`tuned`); or, where the
+    autotuner failed at the shape, the job marked `failed` with why (it builds nothing)."""
+    if failed:
+        return replace(job, failed=failed)
     if not record:
-        triton_autotune.say_static_base(plugin)
-        return {}, None
-    return {**record, "meta": {**record["meta"], **plugin.spec.META_DECLARED}}, None  # the spec's META wins
+        return job
+    meta = {**record["meta"], **job.plugin.spec.META_DECLARED}  # the spec's META wins
+    return replace(job, variant=replace(job.variant, base_meta=meta), base=replace(job.base, base_meta=meta),
+                   rests={k: replace(v, base_meta=meta) for k, v in job.rests.items()},
+                   tuned={**record, "meta": meta})
 
 
 def shape_base(plugin, shape) -> dict:
@@ -187,7 +181,7 @@ def insitu_of(cfg) -> dict | None:
     given = OmegaConf.select(cfg, "insitu", default=None)
     if given is None or OmegaConf.select(cfg, "insitu.workload", default=None) is None:
         return None
-    from ablate.insitu import workload
+    from ablate.job import workload
 
     insitu = OmegaConf.to_container(given, resolve=True)
     workload.load(insitu["workload"])

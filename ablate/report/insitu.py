@@ -1,4 +1,4 @@
-"""What each pathology is worth to a model step, in the ranking (ablate/insitu/: the step
+"""What each pathology is worth to a model step, in the ranking (ablate/gpu/insitu.py: the step
 metrics of jobs run with insitu.workload): the columns beside the kernel's slowdown, the
 findings' section "Worth to the step" in plain words, and a figure of the kernel's slowdown
 against the step's, with Amdahl's line through the kernel's share."""

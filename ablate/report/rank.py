@@ -305,7 +305,7 @@ def load_jobs(experiment_id, sweep):
         "fingerprint_notes": col("params.fingerprint_notes"),  # a combination's overlaps (fingerprint.py)
         "tuned": col("params.tuned"),          # a tunable's neighbour: [{name, base, value}] (job/tunables.py)
         "overrides": col("params.overrides"),  # what the variant sets that the base does not (pipeline.py)
-        "workload": col("params.workload"),              # in situ: the model step it was timed in (ablate/insitu/)
+        "workload": col("params.workload"),              # in situ: the model step it was timed in (ablate/gpu/insitu.py)
         "step_vs_amdahl": col("params.step_vs_amdahl"),
         "start_time": runs.get("start_time"),
     })

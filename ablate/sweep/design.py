@@ -132,11 +132,11 @@ def jobs_of_sweep(config, jobs=None, each=None) -> list:
     """The Job of every job of a multirun, in job order; ValueError naming the first bad one.
     `each(job)`, where given, is called with each as soon as it is worked out (the callback
     sends the first ones to the GPU worker while it composes the rest)."""
-    from ablate.job.job import make_job
+    from ablate.pipeline import job_of
 
     out = []
     for cfg in job_configs(config, jobs):
-        out.append(make_job(cfg, OmegaConf.select(cfg, "hydra.runtime.choices.shape", default=None)))
+        out.append(job_of(cfg, OmegaConf.select(cfg, "hydra.runtime.choices.shape", default=None)))
         if each is not None:
             each(out[-1])
     return out
@@ -361,9 +361,9 @@ def inapplicable(jobs):
 
 def _job_of(cfg):
     """The Job of a composed config; SystemExit naming the problem."""
-    from ablate.job.job import make_job
+    from ablate.pipeline import job_of
 
     try:
-        return make_job(cfg, OmegaConf.select(cfg, "hydra.runtime.choices.shape", default=None))
+        return job_of(cfg, OmegaConf.select(cfg, "hydra.runtime.choices.shape", default=None))
     except ValueError as e:
         raise SystemExit(f"ablate: {e}") from None

@@ -111,12 +111,12 @@ def shape_base_job(plugin, kernel_path, overrides, shape_name, default):
     """The job whose base runs `shape_name`: the default shape's `default` where the kernel's
     base is one at every shape, else a job composed at that shape (a Triton spec's
     base_meta(shape): a configuration chosen by shape)."""
-    from ablate.job.job import make_job
+    from ablate.pipeline import job_of
 
     if getattr(plugin.spec, "base_meta", None) is None or plugin.language != "triton":
         return default
     cfg = plugins.compose(plugin.name, ["pathology=none", f"shape={shape_name}", *overrides], kernel_path)
-    return make_job(cfg, shape_name)
+    return job_of(cfg, shape_name)
 
 
 def time_shape(kernel, shape, bench, peers):
@@ -207,9 +207,9 @@ def run(args, argv):
         raise SystemExit(f"ablate.tools.benchmark: {e}")
     except HydraException as e:
         raise SystemExit(f"cannot compose the config (check --override): {e}")
-    from ablate.job.job import make_job
+    from ablate.pipeline import job_of
     try:
-        job = make_job(cfg, cfg.hydra.runtime.choices.shape)
+        job = job_of(cfg, cfg.hydra.runtime.choices.shape)
     except ValueError as e:
         raise SystemExit(str(e))
     known = list(getattr(plugin.spec, "PEERS", {}))

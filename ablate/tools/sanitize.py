@@ -190,11 +190,11 @@ def build_pathologies(plugin, names, overrides=(), kernel_path=()):
     declared not applicable}).
     """
     from ablate.build.compile import build
-    from ablate.job.job import make_job
+    from ablate.pipeline import job_of
     from ablate.pipeline import cannot_launch
 
     cfgs = {n: plugins.compose(plugin.name, [f"pathology={n}", *overrides], kernel_path) for n in names}
-    jobs = {n: make_job(c) for n, c in cfgs.items()}
+    jobs = {n: job_of(c) for n, c in cfgs.items()}
     declared = {n: "; ".join(j.opted_out.values()) for n, j in jobs.items() if j.opted_out}
     built = [n for n in names if n not in declared]
     cfg = cfgs[names[0]]

@@ -11,7 +11,7 @@ Options (insitu.options): layers, batch, seq, dtype, seed; `liger` (train's defa
 Liger-Kernel's RMSNorm in place of the model's (apply_liger_kernel_to_llama, RMSNorm only), so
 that a liger_rmsnorm job's variant runs in the model; `attention` (prefill): `sdpa`, the
 model's own, or the name of an attention plugin (attention_hopper): the model's attention is
-then torch.ops.ablate.<plugin> (ablate/insitu/swap.py), registered through transformers' own
+then torch.ops.ablate.<plugin> (ablate/gpu/swap.py), registered through transformers' own
 AttentionInterface, and `reference` is the same step with SDPA, so that the job checks the
 kernel inside the model against it.
 """

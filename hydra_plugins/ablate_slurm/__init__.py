@@ -203,13 +203,13 @@ def warm_up(configs):
         return False
     from ablate.build.compile import BuildError
     from ablate.gpu.worker import plan_ahead, prestart_worker
-    from ablate.job.job import make_job
+    from ablate.pipeline import job_of
     from ablate.pipeline import built_wire
     from ablate.sweep.callbacks import send_built_ahead
 
     prestart_worker()
     try:
-        jobs = [make_job(c, OmegaConf.select(c, "hydra.runtime.choices.shape", default=None)) for c in configs]
+        jobs = [job_of(c, OmegaConf.select(c, "hydra.runtime.choices.shape", default=None)) for c in configs]
     except ValueError:  # the job meets it and says so
         return True
     if any(job.bench.get("profile") for job in jobs):  # ncu would profile one job while the child times the next

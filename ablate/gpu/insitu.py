@@ -1,5 +1,9 @@
-"""What the job's variant costs a whole model step: measured in the GPU child after the kernel's
-own timing, on the same loaded libraries (ablate/gpu/measure.py calls `measure`).
+"""In situ: what the job's variant costs a whole model step, not only the kernel. A job whose
+config names a workload (insitu.workload: a function by module path that builds a model and
+returns its step: ablate/job/workload.py; shipped ones in ablate/workloads/) is measured here
+in the GPU child after the kernel's own check and timing, on the same loaded libraries
+(ablate/gpu/measure.py calls `measure`), the variant put where the model launches its kernel
+(ablate/gpu/swap.py):
 
 1. **Checked.** Under the base, the step runs twice from one state (the workload's `reset`
    between): the kernel must be launched (else the share is 0, said so: no 1.000x result),
@@ -9,7 +13,7 @@ own timing, on the same loaded libraries (ablate/gpu/measure.py calls `measure`)
    workload gives a `reference` (the model without ablate's kernel) the base's against it
    (`step_ref_rel_err`, held to insitu.ref_tolerance).
 2. **Profiled.** torch.profiler over insitu.profile_steps base steps: the device time inside
-   the `ablate::<plugin>` ranges (ablate/insitu/swap.py) over all the steps' kernel time is
+   the `ablate::<plugin>` ranges (ablate/gpu/swap.py) over all the steps' kernel time is
    the kernel's **share**; the ranges per step its **launches**.
 3. **Timed.** Base, variant and the calibrated 2x (the base, each launch run twice) alternate
    in rounds, in a new random order each round: insitu.steps_per_round steps each, every step
@@ -61,7 +65,7 @@ def workload_of(cfg, device):
     """The workload of insitu config `cfg`, built once per process."""
     import json
 
-    from ablate.insitu import workload
+    from ablate.job import workload
 
     key = (cfg["workload"], json.dumps(cfg.get("options") or {}, sort_keys=True))
     if key not in _built:
@@ -78,7 +82,7 @@ def _sync():
 
 
 def _run(w, plugin, kernel, launches=1, fn="step"):
-    from ablate.insitu import swap
+    from ablate.gpu import swap
 
     with swap.active(plugin, kernel, launches) as now:
         out = w[fn]()
@@ -123,7 +127,7 @@ def share(w, plugin, base, steps):
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from ablate.insitu import swap
+    from ablate.gpu import swap
 
     with swap.active(plugin, base) as now:
         w["step"]()  # warm: nothing first-time in the profile
@@ -144,7 +148,7 @@ def _graph(w, plugin, kernel, launches):
     """A CUDA graph of one step with `kernel` active, or (None, why) where capture fails."""
     import torch
 
-    from ablate.insitu import swap
+    from ablate.gpu import swap
 
     try:
         with swap.active(plugin, kernel, launches):
@@ -187,7 +191,7 @@ def timed_rounds(w, plugin, candidates, cfg, seed, estimate):
     import numpy as np
 
     from ablate.gpu import timing
-    from ablate.insitu import swap
+    from ablate.gpu import swap
 
     graphs, why = {}, None
     if w["graphs"]:
@@ -227,7 +231,7 @@ def measure(plugin, base, variant, kernel_slowdown, cfg, seed, min_effect, varia
     import torch
 
     from ablate.gpu.stats import slowdown
-    from ablate.insitu import swap
+    from ablate.gpu import swap
 
     name = cfg["workload"]
     if not swap.is_library_triton(plugin):

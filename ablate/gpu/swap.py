@@ -20,7 +20,7 @@ Two ways in, by what the plugin is:
 
 Either way each launch is counted and wrapped in a profiler range named `ablate::<plugin>`,
 so that torch.profiler gives the kernel's device time in the step without matching kernel
-names (ablate/insitu/step.py), and `launches` > 1 runs it that many times per call: the
+names (ablate/gpu/insitu.py), and `launches` > 1 runs it that many times per call: the
 calibrated 2x.
 """
 import contextlib
