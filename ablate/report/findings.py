@@ -216,7 +216,7 @@ def of(ranked, unranked=None) -> dict:
                 f"{r['pathology']} {_slow(r)}" for _, r in nothing.sort_values("slowdown").iterrows())})
     missed, unstated, combined = [], {}, 0
     for _, r in own.iterrows():
-        if "+" in r["pathology"]:  # a combination: each yaml predicts its pathology alone
+        if "+" in str(r["pathology"]):  # a combination: each yaml predicts its pathology alone
             combined += 1
             continue
         bound = r.get("bound") if isinstance(r.get("bound"), str) else None
