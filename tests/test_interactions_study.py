@@ -1,8 +1,9 @@
 """The interactions study on the CPU (docs/design.md "Interactions"): every variant that one
 pathology builds, a pair builds too (regs_capped's cap needs the base built alongside); the
 pairs that mean something (the kernel's own pathologies with one another and with the generic
-ones; generic with generic only when asked); pairs with a side not applicable dropped before
-anything is timed; the narrowing options and the estimate line."""
+ones; generic with generic only when asked); a design that pairs nothing stopped in one line,
+never run as an ordinary sweep; pairs with a side not applicable dropped before anything is
+timed; the narrowing options and the estimate line."""
 import os
 import subprocess
 import sys
@@ -65,14 +66,30 @@ def plain_design(*overrides, names=("none", "no_unroll", "regs_capped", "no_laun
     return [j[-1].split("=", 1)[1] for j in jobs], lines
 
 
-def test_generic_with_generic_only_when_asked_and_one_mechanism_never(mlflow_store):
-    got, _ = plain_design("mode=static")
-    assert got == ["none", "no_launch_bounds", "no_unroll", "regs_capped", "strict_fp"]  # no own pathology: no pair
-    got, _ = plain_design("mode=static", "interactions.pairs=all")
+def test_generic_with_generic_only_when_asked_and_one_mechanism_never(mlflow_store, monkeypatch):
+    """A kernel with generic pathologies only (an unchanged foreign kernel): the design pairs
+    nothing by default, and says so in one line that names the option, before anything is
+    built; with interactions.pairs=all it pairs them, and says so before the first job, with
+    the job count."""
+    from ablate.sweep import design
+
+    with monkeypatch.context() as m:  # stopped before the generic singles are built to see which apply
+        m.setattr(design, "inapplicable", lambda jobs: pytest.fail("built before it stopped"))
+        with pytest.raises(SystemExit) as e:
+            plain_design("mode=static")
+    assert str(e.value) == ("ablate: hydra/sweeper=interactions has nothing to pair: this sweep's pathologies are "
+                            "all generic (no_launch_bounds, no_unroll, regs_capped, strict_fp), which pair with one "
+                            "another only with interactions.pairs=all (up to 10 jobs), and the inversion switches "
+                            "off the kernel's own seams only")
+    got, lines = plain_design("mode=static", "interactions.pairs=all")
     pairs = [g for g in got if "," in g]
     # no_launch_bounds and regs_capped both redefine __launch_bounds__: one seam, generic.registers
     assert "[no_launch_bounds,regs_capped]" not in pairs and len(pairs) == 6 - 1
     assert "[no_unroll,regs_capped]" in pairs and "[no_launch_bounds,strict_fp]" in pairs
+    assert lines == ["interactions: 5 of the 10 jobs pair generic pathologies with one another (interactions.pairs=all)",
+                     "interactions: no inversion: it switches off two or more seams of the kernel's own, and this "
+                     "sweep's pathologies are on 0 (none: all generic)",
+                     "interactions: 10 jobs (static: none timed)"]
     from ablate.job.variant import VariantError
 
     with pytest.raises(VariantError, match="generic.registers"):
@@ -90,6 +107,39 @@ def test_only_a_named_list_and_bad_values_name_the_field(mlflow_store):
         with pytest.raises(SystemExit, match=field) as e:
             plain_design("mode=static", override)
         assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("overrides, why", [
+    (["interactions.only=[no_unroll]"], "the sweep has one pathology (no_unroll): name two or more"),
+    (["interactions.pairs=all", "interactions.only=[no_launch_bounds,regs_capped]"],
+     "no two of this sweep's pathologies are on different seams, and two changes of one seam cannot be combined "
+     "(generic.registers: no_launch_bounds, regs_capped)"),
+    (["interactions.pairs=all", "hydra.sweeper.pairs=false"],
+     "hydra.sweeper.pairs=false leaves the inversion, which needs two seams of the kernel's own; this sweep's "
+     "pathologies are on 0 (none: all generic)"),
+])
+def test_a_design_that_pairs_nothing_stops_saying_why(mlflow_store, overrides, why):
+    with pytest.raises(SystemExit) as e:
+        plain_design("mode=static", *overrides)
+    assert str(e.value).startswith("ablate: hydra/sweeper=interactions has nothing to pair: " + why)
+    assert "\n" not in str(e.value)
+
+
+def test_the_command_line_stops_before_the_first_job(tmp_path):
+    """`python -m ablate -m hydra/sweeper=interactions` on the generic-only fixture, as a user
+    types it: exit 1 with the line, and no job run."""
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "ablate", "-m", "hydra/sweeper=interactions", "kernel=plain_axpy",
+         f"kernel_path=[{FIXTURES}]", "pathology=none,no_unroll,strict_fp", "shape=n1m", "mode=static",
+         f"build.dir={tmp_path / 'build'}", f"hydra.sweep.dir={tmp_path / 'multirun'}"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "ablate: hydra/sweeper=interactions has nothing to pair: this sweep's pathologies are all generic "
+        "(no_unroll, strict_fp), which pair with one another only with interactions.pairs=all (up to 4 jobs), and "
+        "the inversion switches off the kernel's own seams only")
+    assert not (tmp_path / "build").exists() and not list((tmp_path / "multirun").rglob("*.log"))
 
 
 def fake_sweep(uri, kernel, jobs, sweep_id="2026-11-26/09-00-00", shape="n1m", at=1_700_000_000):
@@ -132,12 +182,12 @@ def test_only_significant_reads_the_kernels_latest_timed_sweep_and_the_estimate_
     with pytest.raises(SystemExit, match="interactions.only=significant: .*other_shape.*n4m"):
         plain_design("interactions.only=significant")
     # static: nothing timed, nothing to estimate
-    assert plain_design("mode=static")[1][-1] == "interactions: 5 jobs (static: none timed)"
+    assert plain_design("mode=static", "interactions.pairs=all")[1][-1] == "interactions: 10 jobs (static: none timed)"
 
 
 def test_the_estimate_without_a_timed_sweep_says_so(mlflow_store):
-    _, lines = plain_design()
-    assert lines[-1].startswith("interactions: 5 jobs, 5 of them timed; no estimate of how long")
+    _, lines = plain_design("interactions.pairs=all")
+    assert lines[-1].startswith("interactions: 10 jobs, 10 of them timed; no estimate of how long")
 
 
 # ---- the issue's own sweep, narrowed: every job a result, none failed ----------------------

@@ -13,9 +13,13 @@ it with bench.min_effect):
 - **what is free**: the pathologies whose interval lies within 1 +- bench.min_effect
   (candidates to simplify the kernel);
 - **predictions that missed**: the yaml's `expected` read for a stated range ("1.2-1.6x",
-  "~1.9x", "1.5x or more", "up to 2x", "about 1x", "1.00x"; a clause naming shapes applies to
-  those shapes, the first range without a shape to the rest), and a job whose whole interval
-  lies outside it;
+  "~1.9x", "1.5x or more", "at least 1.3x", "up to 2x", "about 1x", "1.00x"), each read only
+  where it opens a clause and says where it holds (`stated_range`): at the shapes it names,
+  "16 x 4096 (r16_h4k): 1.00x", "1.5-2x at s4k"; on every shape; on a memory- or compute-bound
+  kernel; unqualified, at each shape the text does not mention. A range under a
+  condition ablate cannot check ("close to 1x for a kernel whose ...", "up to 2x where ...")
+  states none: such a pathology is named under "no range stated", never a miss. A miss is a
+  job whose whole interval lies outside its range;
 - **mechanisms the counters refuted** (bench.profile=true: counters_verdict);
 - **tunables** (ablate/job/tunables.py's neighbours, param `tuned`): per shape and tunable
   the slowdown on each side, and whether the base sits at a local optimum (no neighbour
@@ -27,6 +31,7 @@ optimization) and reported in the tunables' table instead; calibrations never re
 the same reading of an interactions report (the pairs that carry speed together, and the
 inversion).
 """
+import itertools
 import json
 import math
 import re
@@ -39,44 +44,126 @@ BASE = "none"  # ablate.job.variant.BASE: the A/A job
 TUNE_PREFIX = "tune_"  # ablate.job.tunables.PREFIX (report does not import the job's writer)
 TOP = 3  # slowdowns named per shape under "carries the speed"
 _NUM = r"(\d+(?:\.\d+)?)"
-# Ranges a prediction states, most specific first: (pattern, (lo, hi) from the match).
+_X = r"\s*x(?!\w)(?!\s*\d)"  # a multiple, "1.5x": not "16 x 4096" (a shape's dimensions), nor "2x1"
+# The forms that state a range, each read only where it opens its clause or segment
+# ("1.2-1.6x: ...", "16 x 4096 (r16_h4k): 1.00x ..."), never inside prose ("DRAM reads up
+# ~1.5x", "close to 1x for a kernel whose ..."): (pattern, (lo, hi) from the match).
 RANGES = [
-    (re.compile(rf"{_NUM}\s*x?\s*(?:-|–|to)\s*{_NUM}\s*x"), lambda m: (float(m[1]), float(m[2]))),
-    (re.compile(rf"{_NUM}\s*x\s+or\s+more"), lambda m: (float(m[1]), math.inf)),
-    (re.compile(rf"(?:at least|>=?)\s*{_NUM}\s*x"), lambda m: (float(m[1]), math.inf)),
-    (re.compile(rf"(?:up to|at most|<=?)\s*{_NUM}\s*x", re.I), lambda m: (0.0, float(m[1]))),
-    (re.compile(rf"(?:~|about\s+|around\s+)\s*{_NUM}\s*x", re.I), lambda m: (float(m[1]) / 1.1, float(m[1]) * 1.1)),
-    (re.compile(rf"(?<![\d.]){_NUM}\s*x\b"), lambda m: (float(m[1]) / 1.05, float(m[1]) * 1.05)),
+    (re.compile(rf"{_NUM}\s*x?\s*(?:-|–|to)\s*{_NUM}{_X}", re.I), lambda m: (float(m[1]), float(m[2]))),
+    (re.compile(rf"{_NUM}{_X}\s+or\s+more", re.I), lambda m: (float(m[1]), math.inf)),
+    (re.compile(rf"(?:at\s+least|>=?)\s*{_NUM}{_X}", re.I), lambda m: (float(m[1]), math.inf)),
+    (re.compile(rf"(?:up\s+to|at\s+most|<=?)\s*{_NUM}{_X}", re.I), lambda m: (0.0, float(m[1]))),
+    (re.compile(rf"(?:~|about\s+|around\s+)\s*{_NUM}{_X}", re.I), lambda m: (float(m[1]) / 1.1, float(m[1]) * 1.1)),
+    (re.compile(rf"{_NUM}{_X}", re.I), lambda m: (float(m[1]) / 1.05, float(m[1]) * 1.05)),
 ]
+# Where a range holds, from the words around it (brackets left out, shapes of the sweep aside):
+EVERY = re.compile(r"(?:at|on) every shape")                                   # every shape, named or not
+REST = re.compile(r"|elsewhere|(?:at|on) (?:every other shape|the other shapes)")  # the shapes no clause names
+BOUND = re.compile(r"(?:on|for) (?:an? )?(memory|compute)-bound kernels?")    # the kernel's spec.BOUND
+# A segment after an unqualified range that makes it conditional: "2x, where registers bind".
+IF = re.compile(r"(?:where|wherever|when|whenever|if|unless|except|provided|for|on|at|in|with|without|but)\b", re.I)
 
 
 def is_tuned(name) -> bool:
     return isinstance(name, str) and name.startswith(TUNE_PREFIX)
 
 
-def stated_range(expected, shape, shapes):
-    """(lo, hi, the words it came from) of the prediction `expected` for `shape`, or None when
-    it states no range ablate can read. A clause (split at ; , and sentence ends) that names
-    shapes of the sweep applies to those; the first clause with a range and no shape, to the
-    others."""
+def _pieces(text):
+    """`text` cut outside brackets into clauses (at ; | and sentence ends), each a list of
+    (delimiter, segment): its segments cut at ", " and ": ", each with the delimiter before it
+    ("" for a clause's first)."""
+    clauses, segments, depth, start, before = [], [], 0, 0, ""
+    for i, c in enumerate(text):
+        depth = max(0, depth + (c in "([") - (c in ")]"))
+        after = text[i + 1:i + 2]
+        if depth or c in ")]":
+            continue
+        if c in ";|" or (c == "." and (not after or after.isspace())):
+            clauses.append([*segments, (before, text[start:i])])
+            segments, before, start = [], "", i + 1
+        elif c in ",:" and (not after or after.isspace()):
+            segments.append((before, text[start:i]))
+            before, start = c, i + 1
+    return [*clauses, [*segments, (before, text[start:])]]
+
+
+def _bare(text) -> str:
+    """`text` without what its brackets hold, in lower case, words only: what qualifies a range."""
+    depth, kept = 0, []
+    for c in text:
+        depth = max(0, depth + (c in "([") - (c in ")]"))
+        if not depth and c not in ")]":
+            kept.append(c)
+    return " ".join(re.sub(r"[^\w\s=-]", " ", "".join(kept)).lower().split())
+
+
+def _named(text, shapes) -> list:
+    return [s for s in shapes if re.search(rf"(?<!\w){re.escape(str(s))}(?!\w)", text)]
+
+
+def _only_shapes(segment, shapes) -> bool:
+    """Whether `segment` lists shapes and nothing else ("prefill_n4k and prefill_n14k (...)")."""
+    words, names = _bare(segment).split(), {str(s).lower() for s in shapes}
+    return bool(words) and all(w in names or w in ("and", "or") for w in words) and bool(names & set(words))
+
+
+def _head(segment):
+    """(lo, hi, words, the rest of the segment) of the range that opens `segment`, else None."""
+    text = segment.lstrip()
+    for pattern, bounds in RANGES:
+        if m := pattern.match(text):
+            return (*bounds(m), m.group(0).strip(), text[m.end():])
+    return None
+
+
+def ranges(expected, shapes) -> list:
+    """Every range `expected` states, with where it holds: (lo, hi, words, where), where is
+    ("shapes", [names of `shapes`]), ("every",), ("bound", "memory" | "compute") or ("rest",).
+    A range under a condition ablate cannot check ("close to 1x for a kernel whose ...", "up
+    to 2x where registers bind", "on the D=128 shapes", a label "16 x 4096:" that names no
+    shape) is none of these: left out."""
+    out = []
+    for clause in _pieces(expected):
+        for k, (before, segment) in enumerate(clause):
+            if (head := _head(segment)) is None:
+                continue
+            lo, hi, words, scope = head
+            label = clause[k - 1][1] if before == ":" else ""
+            after = list(itertools.takewhile(lambda p: p[0] == "," and _head(p[1]) is None, clause[k + 1:]))
+            listed = itertools.takewhile(lambda s: _only_shapes(s, shapes), (seg for _, seg in after))
+            named = _named(" ".join([label, scope, *listed]), shapes)
+            qualifier = _bare(f"{label} {scope}")
+            if named:
+                where = ("shapes", named)
+            elif EVERY.fullmatch(qualifier):
+                where = ("every",)
+            elif m := BOUND.fullmatch(qualifier):
+                where, words = ("bound", m[1]), f"{words} {qualifier}"
+            elif REST.fullmatch(qualifier) and not (after and IF.match(after[0][1].lstrip())):
+                where = ("rest",)
+            else:
+                continue
+            out.append((lo, hi, words, where))
+    return out
+
+
+def stated_range(expected, shape, shapes, bound=None):
+    """(lo, hi, the words it came from) of the prediction `expected` for `shape` (one of the
+    sweep's `shapes`) on a kernel of spec.BOUND `bound`, or None where it states none. A
+    range holds where its own clause says (`ranges`): at the shapes it names, first; on every
+    shape; on a kernel of that bound; unqualified, at each shape the text does not mention
+    (one it mentions elsewhere, "more at s512", takes none of it)."""
     if not isinstance(expected, str) or not expected.strip():
         return None
-    general = None
-    for clause in re.split(r"[;,]|\.\s", expected):
-        found = None
-        for pattern, bounds in RANGES:
-            if m := pattern.search(clause):
-                found = (*bounds(m), m.group(0).strip())
-                break
-        if found is None:
-            continue
-        named = [s for s in shapes if re.search(rf"\b{re.escape(str(s))}\b", clause)]
-        if named:
-            if shape in named:
-                return found
-        elif general is None:
-            general = found
-    return general
+    found = ranges(expected, shapes)
+    holds = [lambda w: w[0] == "shapes" and shape in w[1], lambda w: w[0] == "every"]
+    if shape not in _named(expected, shapes):
+        holds += [lambda w: w == ("bound", bound), lambda w: w[0] == "rest"]
+    for test in holds:
+        for lo, hi, words, where in found:
+            if test(where):
+                return lo, hi, words
+    return None
 
 
 def speedup_text(r) -> str:
@@ -98,10 +185,11 @@ def _adopt(r) -> str:
 
 
 def of(ranked, unranked=None) -> dict:
-    """The findings of a ranking ({headroom, carries, free, missed, refuted, tunables,
-    not_applicable}), each a list of dicts (tunables: a DataFrame)."""
+    """The findings of a ranking ({headroom, carries, free, missed, unstated, refuted,
+    tunables, not_applicable}), each a list of dicts (tunables: a DataFrame; combined: the
+    number of combinations, held to no prediction)."""
     if ranked is None or ranked.empty:
-        return {"headroom": [], "carries": [], "free": [], "missed": [], "refuted": [], "unread": 0,
+        return {"headroom": [], "carries": [], "free": [], "missed": [], "refuted": [], "unstated": [], "combined": 0,
                 "tunables": pd.DataFrame(), "not_applicable": [], "own": False}
     shapes = list(dict.fromkeys(ranked["shape"]))
     sig = ranked["significant"] == "yes"
@@ -126,11 +214,15 @@ def of(ranked, unranked=None) -> dict:
         if not nothing.empty:
             free.append({"shape": shape, "line": f"{shape}: " + ", ".join(
                 f"{r['pathology']} {_slow(r)}" for _, r in nothing.sort_values("slowdown").iterrows())})
-    missed, unread = [], 0
+    missed, unstated, combined = [], {}, 0
     for _, r in own.iterrows():
-        stated = stated_range(r.get("expected"), r["shape"], shapes)
+        if "+" in str(r["pathology"]):  # a combination: each yaml predicts its pathology alone
+            combined += 1
+            continue
+        bound = r.get("bound") if isinstance(r.get("bound"), str) else None
+        stated = stated_range(r.get("expected"), r["shape"], shapes, bound)
         if stated is None:
-            unread += 1
+            unstated.setdefault(r["pathology"], []).append(r["shape"])
             continue
         lo, hi, words = stated
         if r["slowdown_hi"] < lo or r["slowdown_lo"] > hi:
@@ -150,8 +242,10 @@ def of(ranked, unranked=None) -> dict:
             why = str(r.get("error") or "").strip().split("\n")[0]
             not_applicable.append({"shape": r["shape"], "pathology": r["pathology"],
                                    "line": f"{r['pathology']} at {r['shape']}: {r['status']}: {why[:200]}"})
-    return {"headroom": headroom, "carries": carries, "free": free, "missed": missed, "unread": unread,
-            "refuted": refuted, "tunables": tunables(ranked), "not_applicable": not_applicable,
+    ran = own["pathology"].value_counts()
+    unstated = [{"pathology": p, "shapes": at, "of": int(ran[p])} for p, at in sorted(unstated.items())]
+    return {"headroom": headroom, "carries": carries, "free": free, "missed": missed, "unstated": unstated,
+            "combined": combined, "refuted": refuted, "tunables": tunables(ranked), "not_applicable": not_applicable,
             "own": not own.empty}
 
 
@@ -203,6 +297,22 @@ def _section(title, items, empty):
     return lines
 
 
+def unstated_text(found) -> str:
+    """The pathologies held to no range, in one line: those whose `expected` states none (a
+    condition ablate cannot check, "close to 1x for a kernel whose ...") at every shape they ran
+    at, by name; at some shapes, with those shapes (their count past three); and the
+    combinations, whose yamls predict each pathology alone. "" where there are none."""
+    parts = []
+    for u in found.get("unstated", []):
+        at = u["shapes"]
+        parts.append(u["pathology"] if len(at) == u["of"] else
+                     f"{u['pathology']} at {', '.join(at)}" if len(at) <= TOP else
+                     f"{u['pathology']} at {len(at)} of its {u['of']} shapes")
+    if n := found.get("combined"):
+        parts.append(f"{n} combination{'s' if n > 1 else ''} (a yaml predicts its pathology alone)")
+    return "No range stated, so none held to one: " + "; ".join(parts) if parts else ""
+
+
 def lines(found) -> list[str]:
     out = ["Findings (every number a slowdown = variant time / base time, or a speed-up, with its 95% interval):"]
     out += _section("The base is beaten (a variant significantly faster than the base):", found["headroom"],
@@ -216,8 +326,8 @@ def lines(found) -> list[str]:
                     "nothing." if own else alone)
     missed = _section("Predictions that missed their stated range (the whole interval outside it):",
                       found["missed"], "none.")
-    if found.get("unread"):
-        missed.append(f"  (the predictions of {found['unread']} more state no range ablate reads)")
+    if note := unstated_text(found):
+        missed.append(f"  {note}")
     out += missed
     out += _section("Mechanisms the counters refuted:", found["refuted"],
                     "none (or no job profiled: make profile).")

@@ -7,6 +7,11 @@ generic with generic only with interactions.pairs=all; none with a side not appl
 and the **inversion**: one pathology per seam switched on ("everything off"), then that set
 with each one taken out (each optimization added back alone). A pathology's seam is the one
 its patch replaces (ablate/job/variant.py reads it from the patch), not its yaml's word.
+A design that combines nothing (a kernel with generic pathologies only, as a foreign kernel
+has: no pair by default, no seam of its own to invert) is no interactions sweep: it stops in
+one line that says why and names the option that pairs them (`nothing_to_pair`), before
+anything is built; what the design pairs that one might not expect (generic with generic, no
+inversion) is said before the first job (`pairing_lines`).
 
 The analysis of what such a sweep measured is ablate/report/interactions.py.
 """
@@ -260,30 +265,95 @@ def interactions_design(config, loader, jobs):
     asks = made and (only == "significant" or mode != "static")  # the store, for the names or the estimate
     found = study.latest_single_sweep(config, next(iter(made.values())).kernel) if asks else None
     kept = narrowed(only, [n for n in made if n != BASE], found, shapes)
-    pairs = bool(options.get("pairs", True))
-    not_applicable = inapplicable({n: made[n] for n in kept if made[n].variant.generic}) if pairs else {}
-    out, dropped = [], 0
-    for rest, names in groups.items():
-        names = [n for n in names if n == BASE or n in kept]
+    pairs, inversion = bool(options.get("pairs", True)), bool(options.get("inversion", True))
+
+    def variants(names, generic_pairs):
         # The inversion switches off the kernel's own seams; a generic pathology's seam of its
         # own (Variant.seam_of) enters the pairs only.
-        own = {n: seams[n] for n in names if n != BASE and not seams[n].startswith(GENERIC_SEAM)}
+        own = {n: seams[n] for n in names if not seams[n].startswith(GENERIC_SEAM)}
         chosen = seam_choice(own, config.get("kernel", {}).get("inversion"))
-        for variant in design({n: seams[n] for n in names if n != BASE}, chosen,
-                              pairs=pairs, inversion=bool(options.get("inversion", True)),
-                              generic_pairs=which_pairs == "all"):
+        return design({n: seams[n] for n in names}, chosen, pairs=pairs, inversion=inversion,
+                      generic_pairs=generic_pairs)
+
+    kept_of = {rest: [n for n in names if n != BASE and n in kept] for rest, names in groups.items()}
+    planned = {rest: variants(names, which_pairs == "all") for rest, names in kept_of.items()}
+    if not any(len(v) > 1 for vs in planned.values() for v in vs):  # an ordinary sweep under another name
+        with_all = sum(len(variants(names, True)) for names in kept_of.values())
+        raise SystemExit(nothing_to_pair({n: seams[n] for n in kept}, which_pairs, pairs, inversion, with_all))
+    not_applicable = inapplicable({n: made[n] for n in kept if made[n].variant.generic}) if pairs else {}
+    out, dropped = [], 0
+    for rest, vs in planned.items():
+        for variant in vs:
             if len(variant) > 1 and set(variant) & set(not_applicable):
                 dropped += 1
                 continue
             value = "none" if not variant else variant[0] if len(variant) == 1 else "[" + ",".join(variant) + "]"
             out.append([*rest, f"pathology={value}"])
+    left_out = "; ".join(f"{n} ({why})" for n, why in sorted(not_applicable.items()))
+    if not any(job[-1].startswith("pathology=[") for job in out):
+        raise SystemExit(f"ablate: hydra/sweeper=interactions has nothing to pair: every combination has a side "
+                         f"not applicable to the kernel: {left_out}")
     lines = []
     if dropped:
         lines.append(f"interactions: {dropped} jobs of combinations left out, a side not applicable to the kernel: "
-                     + "; ".join(f"{n} ({why})" for n, why in sorted(not_applicable.items())))
+                     + left_out)
+    lines += pairing_lines(out, {n: seams[n] for n in kept}, inversion)
     untimed = sum(1 for job in out if job[-1].split("=", 1)[1] in not_applicable)
     lines.append(study.estimate_line(len(out), len(out) - untimed, mode, found))
     return out, lines
+
+
+def own_seams(seams) -> list:
+    """The kernel's own seams of `seams` ({pathology: seam}), sorted: the generic ones left out."""
+    return sorted({s for s in seams.values() if not s.startswith(GENERIC_SEAM)})
+
+
+def _on_seams(own) -> str:
+    return f"this sweep's pathologies are on {len(own)} ({', '.join(own) or 'none: all generic'})"
+
+
+def nothing_to_pair(seams, which_pairs, pairs, inversion, with_all) -> str:
+    """The one line that stops an interactions sweep whose design combines nothing (the base
+    and each pathology alone: an ordinary sweep under the interactions' name): why, and the
+    option that pairs them where one does. `seams`: {pathology: seam} of the sweep's;
+    `with_all`: the jobs the design would have with interactions.pairs=all."""
+    head = "ablate: hydra/sweeper=interactions has nothing to pair: "
+    names, own = sorted(seams), own_seams(seams)
+    if len(names) < 2:
+        return head + (f"the sweep has one pathology ({names[0]})" if names else "the sweep has no pathology") + \
+            ": name two or more (pathology=a,b,c, or interactions.only=[a,b])"
+    if not pairs and not inversion:
+        return head + "hydra.sweeper.pairs=false and hydra.sweeper.inversion=false leave the base and each " \
+                      "pathology alone, an ordinary sweep (leave hydra/sweeper=interactions out for one)"
+    if not pairs:
+        return head + f"hydra.sweeper.pairs=false leaves the inversion, which needs two seams of the kernel's own; " \
+                      f"{_on_seams(own)}"
+    if which_pairs == "own" and not own and pairs_of(seams)[0]:
+        return head + f"this sweep's pathologies are all generic ({', '.join(names)}), which pair with one " \
+                      f"another only with interactions.pairs=all (up to {with_all} jobs)" + \
+                      (", and the inversion switches off the kernel's own seams only" if inversion else "")
+    by_seam = {}
+    for name in names:
+        by_seam.setdefault(seams[name], []).append(name)
+    return head + "no two of this sweep's pathologies are on different seams, and two changes of one seam " \
+                  "cannot be combined (" + "; ".join(f"{s}: {', '.join(n)}" for s, n in sorted(by_seam.items())) + ")"
+
+
+def pairing_lines(jobs, seams, inversion):
+    """The lines that say, before the first job, what the design pairs that a user might not
+    expect: how many of `jobs` pair generic pathologies with one another (interactions.pairs=all),
+    and no inversion where the sweep's pathologies (`seams`, {pathology: seam}) have fewer than
+    two seams of the kernel's own."""
+    def generic(name):
+        return seams[name].startswith(GENERIC_SEAM)
+    both = [job for job in jobs if job[-1].startswith("pathology=[")
+            and all(generic(n) for n in job[-1].split("=", 1)[1].strip("[]").split(","))]
+    lines = [f"interactions: {len(both)} of the {len(jobs)} jobs pair generic pathologies with one another "
+             "(interactions.pairs=all)"] if both else []
+    if inversion and len(own := own_seams(seams)) < 2:
+        lines.append(f"interactions: no inversion: it switches off two or more seams of the kernel's own, and "
+                     f"{_on_seams(own)}")
+    return lines
 
 
 def study_options(config):

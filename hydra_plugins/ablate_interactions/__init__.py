@@ -10,8 +10,10 @@ be combined and are never built; generic with generic only with `interactions.pa
 none with a side not applicable to the kernel) and the inversion (one pathology per seam,
 then that set with each one taken out). `hydra.sweeper.pairs=false` or
 `hydra.sweeper.inversion=false` drops a part; `interactions.only=significant` or
-`interactions.only=[a,b,c]` narrows the pathologies. Before the first job it says how many
-jobs it runs and about how long they take. The callback (ablate/sweep/callbacks.py) builds the same list of variants before
+`interactions.only=[a,b,c]` narrows the pathologies. A design that pairs nothing (generic
+pathologies only, without interactions.pairs=all) stops in one line saying why, never runs as
+an ordinary sweep. Before the first job it says how many jobs it runs and about how long they
+take, and how many pair generic pathologies with one another. The callback (ablate/sweep/callbacks.py) builds the same list of variants before
 the first job, through `InteractionsSweeper.jobs_of`.
 """
 import itertools
