@@ -77,19 +77,16 @@ def test_a_workload_that_cannot_be_imported_is_one_line(tmp_path):
         workload.build("toy:not_a_dict", {}, "cpu")
 
 
-def test_a_workload_that_never_launches_the_kernel_is_said_so():
-    plugin = toy_plugin("toy_never")
+@pytest.mark.parametrize("name,options,words", [
+    ("toy_never", {"launch": False}, "never launches kernel toy_never .its share of the step is 0"),
+    ("toy_drift", {"drift": True}, "output changes under the base from one run to the next")])
+def test_a_workload_that_cannot_measure_the_kernel_is_said_so(name, options, words):
+    """A workload that never launches the kernel (share 0: no 1.000x result), and one whose
+    output changes under the base (nothing to compare a variant against)."""
+    plugin = toy_plugin(name)
     swap.register(plugin)
-    w = workload.build("toy:doubled", {"kernel": "toy_never", "launch": False}, "cpu")
-    with pytest.raises(step.InSituError, match="never launches kernel toy_never .its share of the step is 0"):
-        step.check(w, plugin, Doubler(), Doubler(), "toy:doubled", 1e-6)
-
-
-def test_a_workload_whose_output_changes_under_the_base_is_refused():
-    plugin = toy_plugin("toy_drift")
-    swap.register(plugin)
-    w = workload.build("toy:doubled", {"kernel": "toy_drift", "drift": True}, "cpu")
-    with pytest.raises(step.InSituError, match="output changes under the base from one run to the next"):
+    w = workload.build("toy:doubled", {"kernel": name, **options}, "cpu")
+    with pytest.raises(step.InSituError, match=words):
         step.check(w, plugin, Doubler(), Doubler(), "toy:doubled", 1e-6)
 
 
