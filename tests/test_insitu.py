@@ -184,3 +184,35 @@ def test_the_ranking_says_what_each_pathology_is_worth_to_the_step(tmp_path):
     assert "none at" not in text  # the control is the A/A check, not a finding
     assert insitu.figure(ranked, "tok16k", tmp_path / "step.png") and (tmp_path / "step.png").stat().st_size > 0
     assert not insitu.has_steps(ranked.drop(columns=["step_slowdown"]))
+
+
+def test_a_plugin_op_is_the_models_attention_and_the_reference_is_sdpa():
+    """The prefill workload with attention=<plugin>: transformers' AttentionInterface calls
+    torch.ops.ablate.<plugin> (built from attention_hopper's TENSORS) with the model's (B, H, S, D)
+    query, key and value and the shape's fields; here a CPU stand-in computes causal attention
+    for the kernel, so the check against the model's own SDPA holds to rounding."""
+    pytest.importorskip("transformers", reason="transformers is not installed (pip install -e '.[insitu]')")
+    spec = plugins.load("attention_hopper").spec
+    plugin = SimpleNamespace(name="attention_cpu_standin", spec=spec)
+    swap.register(plugin)
+    seen = []
+
+    class Attention:
+        def __call__(self, tensors, shape):
+            seen.append(shape)
+            q, k, v = (tensors[n].float() for n in "qkv")
+            o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=shape["causal"])
+            tensors["o"].copy_(o.to(tensors["o"].dtype))
+
+    tiny = {"layers": 1, "batch": 2, "seq": 16, "hidden_size": 256, "intermediate_size": 512,
+            "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 100, "dtype": "bf16"}
+    w = workload.build("ablate.workloads.llama:prefill", {**tiny, "attention": "attention_cpu_standin"}, "cpu")
+    assert w["graphs"] and w["reference"] is not None
+    metrics = step.check(w, plugin, Attention(), Attention(), "prefill", 2e-2)
+    assert metrics["step_calls"] == 1 and metrics["step_ref_rel_err"] < 2e-2
+    assert seen[0] == {"batch": 2, "heads": 4, "seq": 16, "head_dim": 64, "causal": True, "dtype": "bf16"}
+    fp32 = workload.build("ablate.workloads.llama:prefill", {**tiny, "dtype": "fp32", "seed": 1,
+                                                               "attention": "attention_cpu_standin"}, "cpu")
+    with pytest.raises(ValueError, match="the kernel takes FP16 or BF16, the model is torch.float32"), \
+            swap.active(plugin, Attention()):
+        fp32["step"]()

@@ -89,6 +89,9 @@ def _plugin_attention(op):
     def attend(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
         import torch
 
+        if query.dtype not in (torch.float16, torch.bfloat16):
+            raise ValueError(f"attention {op}: the kernel takes FP16 or BF16, the model is {query.dtype} "
+                             "(insitu.options.dtype)")
         q, k, v = (t.contiguous() for t in (query, key, value))
         o = torch.empty_like(q)
         batch, heads, seq, head_dim = q.shape
