@@ -141,8 +141,13 @@ def share(w, plugin, base, steps):
         calls = now.calls
     events = prof.key_averages()
     total = sum(float(getattr(e, "self_device_time_total", 0.0)) for e in events)
-    mine = sum(float(getattr(e, "device_time_total", 0.0)) for e in events if e.key == now.range_name)
-    return (mine / total if total > 0 else 0.0), calls / steps
+    ranges = [e for e in events if e.key == now.range_name]
+    mine = sum(float(getattr(e, "device_time_total", 0.0)) for e in ranges)
+    seen = sum(int(e.count) for e in ranges)  # the profiler's own count of the ranges
+    if seen != calls:
+        raise InSituError(f"the profiler saw {seen} calls of kernel {plugin.name} in {steps} steps, the model made "
+                          f"{calls}: the share cannot be read")
+    return (mine / total if total > 0 else 0.0), seen / steps
 
 
 def _graph(w, plugin, kernel, launches):
