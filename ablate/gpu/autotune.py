@@ -21,6 +21,7 @@ from ablate.job.result import Result
 
 log = logging.getLogger("ablate")
 _failures = {}  # record path: why the autotuner failed there, in this process
+_said = set()  # record paths whose sources this process said
 
 
 def tune_job(request) -> Result:
@@ -50,8 +51,6 @@ def base_record(plugin, shape, build_dir, timeout_s=600.0) -> dict:
     """The autotuner's pick for `shape` on this GPU model ({"meta", "sources", ...}), from the
     build folder's record, else tuned now in the GPU child and recorded; {} where no GPU is
     listed. AutotuneError where the tuning failed."""
-    from ablate.gpu.pool import run_worker
-
     model = gpu_model()
     if model is None:
         return {}
@@ -61,19 +60,29 @@ def base_record(plugin, shape, build_dir, timeout_s=600.0) -> dict:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(f".{path.stem}.lock"), "w") as lock:  # two sweeps tune one shape once
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if path.is_file():
-            return json.loads(path.read_text())
-        out = run_worker({"autotune": {"kernel_dir": str(plugin.dir), "shape": shape},
-                          "bench": {"timeout_s": float(timeout_s)}}, float(timeout_s))
-        if out.status != "ok":
-            _failures[str(path)] = out.error or f"{plugin.spec.TRITON}: the autotuner's run ended {out.status}"
-            raise triton_autotune.AutotuneError(_failures[str(path)])
-        record = {**json.loads(out.params["autotune"]), "shape": shape, "function": plugin.spec.TRITON,
-                  "configs": triton_autotune.configs(plugin.spec)}
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(record, indent=1, default=str))
-        os.replace(tmp, path)
-    log.info("%s: %s", plugin.name, triton_autotune.said(record, len(record["configs"])))
+        record = json.loads(path.read_text()) if path.is_file() else None
+        if record is None:
+            record = _tuned_now(plugin, shape, path, timeout_s)
+    if str(path) not in _said:  # once per shape and process: which name came from where
+        _said.add(str(path))
+        log.info("%s: %s", plugin.name, triton_autotune.said(record, len(record["configs"])))
+    return record
+
+
+def _tuned_now(plugin, shape, path, timeout_s) -> dict:
+    """The GPU child's pick, written to `path` (its lock held by the caller)."""
+    from ablate.gpu.pool import run_worker
+
+    out = run_worker({"autotune": {"kernel_dir": str(plugin.dir), "shape": shape},
+                      "bench": {"timeout_s": float(timeout_s)}}, float(timeout_s))
+    if out.status != "ok":
+        _failures[str(path)] = out.error or f"{plugin.spec.TRITON}: the autotuner's run ended {out.status}"
+        raise triton_autotune.AutotuneError(_failures[str(path)])
+    record = {**json.loads(out.params["autotune"]), "shape": shape, "function": plugin.spec.TRITON,
+              "configs": triton_autotune.configs(plugin.spec)}
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(record, indent=1, default=str))
+    os.replace(tmp, path)
     return record
 
 
@@ -84,7 +93,6 @@ def resolve(job):
     from ablate.build.compile import build_dir_of
     from ablate.paths import ROOT
 
-    autotuned_kernel = job.plugin.language == "triton" and getattr(job.plugin.spec, "META_FROM", None) == "autotune"
     record = {}
     if autotuned(job):
         try:
@@ -92,6 +100,6 @@ def resolve(job):
                                  float(job.bench.get("timeout_s") or 600))
         except triton_autotune.AutotuneError as e:
             return with_tuned(job, failed=str(e))
-    if autotuned_kernel and not record:
+    if not record:  # an autotuned kernel without a GPU: its first config, said once (nothing otherwise)
         triton_autotune.say_static_base(job.plugin)
     return with_tuned(job, record)
