@@ -16,7 +16,7 @@ Two ways in, by what the plugin is:
   `torch.ops.ablate.<plugin>`, built from the spec's TENSORS (`register`): its inputs are
   the `in` tensors, the `out` and `inout` tensors are mutated, and the last argument is the
   shape as JSON; it runs whichever library is active. A workload calls it where its model
-  computes that kernel (ablate/workloads/llama.py registers it as the model's attention).
+  computes that kernel (ablate/workloads/llama.py's prefill makes it a layer of its model).
 
 Either way each launch is counted and wrapped in a profiler range named `ablate::<plugin>`,
 so that torch.profiler gives the kernel's device time in the step without matching kernel

@@ -9,8 +9,8 @@ kernel), a function that builds the model and its inputs once and returns what t
   so that two steps from one state give the same output;
 - `graphs` (optional, False): whether a step may be captured in a CUDA graph (static inputs,
   no host synchronization): then it is timed by graph replays, as kernels are;
-- `reference()` (optional): the step computed without ablate's kernel (the model's own
-  attention, say), to check the kernel inside the model against it.
+- `reference()` (optional): the step computed without ablate's kernel (by the model's own
+  layer), to check the kernel inside the model against it.
 
 The shipped ones (ablate/workloads/llama.py) need no download: transformers configs with
 random weights. `options` are the function's keyword arguments (insitu.options).
