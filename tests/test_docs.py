@@ -34,6 +34,8 @@ def test_the_readmes_set_up_commands_are_the_ones_ci_runs():
     assert block, "the README's set-up block is `make install` then `make test`"
     ci = (ROOT / ".ci" / "run").read_text()
     assert re.search(r"^make install$", ci, re.M) and re.search(r"^make test ", ci, re.M)
+    # and its first sweep without a GPU, as it prints it
+    assert "`make static rank`" in text and re.search(r"^make static rank ", ci, re.M)
     # what the README says make install installs is what the Makefile runs
     extras = re.search(r"pip install -e '(\.\[[^\]]+\])'", block[1])[1]
     assert f"pip install -e '{extras}'" in (ROOT / "Makefile").read_text()
