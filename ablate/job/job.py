@@ -45,6 +45,8 @@ class Job:
     # Why the job cannot run, found while it was worked out (the library's autotuner failed at
     # its shape, naming the config): recorded as the job's failure, and the sweep goes on.
     failed: str | None = None
+    # cfg.insitu, checked, as plain data where it names a workload (ablate/gpu/insitu.py); None else
+    insitu: dict | None = None
 
     @property
     def kernel(self) -> str:
@@ -78,11 +80,6 @@ class Job:
         """What the job builds: the base, and the variant when it is another."""
         return [self.base] if self.variant.is_base else [self.base, self.variant]
 
-    @property
-    def insitu(self) -> dict | None:
-        """cfg.insitu as plain data where it names a workload (ablate/gpu/insitu.py), else None."""
-        return insitu_of(self.cfg)
-
     def wire(self, base_lib, variant_lib) -> dict:
         """What a process of the GPU half needs of the job, as JSON-able data."""
         wire = {"kernel_dir": str(self.plugin.dir), "base_so": str(base_lib), "variant_so": str(variant_lib),
@@ -102,7 +99,7 @@ def make_job(cfg, shape_name=None) -> Job:
     if cfg.mode not in MODES:
         raise ValueError(f"mode must be one of {list(MODES)}, got {cfg.mode!r}")
     keep_worker_s(cfg)
-    insitu_of(cfg)
+    insitu = insitu_of(cfg)
     plugin = plugins.of(cfg)
     shape = shape_of(plugin, cfg.shape)
     validate_bench(cfg.bench)
@@ -128,7 +125,7 @@ def make_job(cfg, shape_name=None) -> Job:
     declared = not_applicable_of(cfg, plugin)
     return Job(plugin=plugin, shape=shape, shape_name=str(name), variant=variant, base=base,
                peers=tuple(peers), bench=OmegaConf.to_container(cfg.bench, resolve=True), mode=str(cfg.mode),
-               kernel_counters=tuple(kernel_counters), cfg=cfg, rests=made,
+               kernel_counters=tuple(kernel_counters), cfg=cfg, rests=made, insitu=insitu,
                opted_out={**{p: why for p, why in declared.items() if p in variant.generic},
                           **not_applicable_at(plugin, variant.pathologies, shape)})
 
