@@ -73,12 +73,12 @@ def positional(fn, given: dict) -> tuple[list, dict]:
     as `given` holds each, the rest by name, as libraries' launchers call (DyT's passes X ... N
     in order). Triton's Autotuner hands only the positional ones to prune_configs_by and the
     hooks as `named_args` (a pruner that reads named_args["n"] fails on a call by name)."""
-    args = []
+    names = []
     for p in fn.params:
         if p.name not in given:
             break
-        args.append(given[p.name])
-    return args, {k: v for k, v in list(given.items()) if k not in {p.name for p in fn.params[:len(args)]}}
+        names.append(p.name)
+    return [given[n] for n in names], {k: v for k, v in given.items() if k not in names}
 
 
 def _value(config, key):
