@@ -82,11 +82,12 @@ def _sync():
         torch.cuda.synchronize()
 
 
-def _run(w, plugin, kernel, launches=1, fn="step"):
+def _run(w, plugin, kernel):
+    """(the step's output with `kernel` in the model, the calls the model made of it)."""
     from ablate.gpu import swap
 
-    with swap.active(plugin, kernel, launches) as now:
-        out = w[fn]()
+    with swap.active(plugin, kernel) as now:
+        out = w["step"]()
     return out, now.calls
 
 
