@@ -41,6 +41,15 @@ class Active:
     def range_name(self):
         return f"ablate::{self.plugin.name}"
 
+    def call(self, launch):
+        """One call of the model's: `launch()` run `launches` times inside the profiler range."""
+        import torch
+
+        self.calls += 1
+        with torch.profiler.record_function(self.range_name):
+            for _ in range(self.launches):
+                launch()
+
 
 def is_library_triton(plugin) -> bool:
     """Whether the plugin names an installed package's @triton.jit function (the swap route)."""
@@ -74,10 +83,7 @@ class Standin:
         where = grid({**call, **meta}) if callable(grid) else grid
         where = (where,) if isinstance(where, int) else tuple(where)
         stream = torch.cuda.current_stream().cuda_stream if torch.cuda.is_available() else 0
-        now.calls += 1
-        with torch.profiler.record_function(now.range_name):
-            for _ in range(now.launches):
-                kernel.launch_grid(runtime, where, stream)
+        now.call(lambda: kernel.launch_grid(runtime, where, stream))
 
     def __getattr__(self, name):  # anything else the library reads of its function (fn, cache_key, ...)
         return getattr(self.original, name)
@@ -138,10 +144,7 @@ def register(plugin) -> str:
                                f"of kernel {plugin.name} is active")
         tensors = dict(zip(names, tensors))
         shape = plugin.spec.validate_shape(json.loads(shape))
-        now.calls += 1
-        with torch.profiler.record_function(now.range_name):
-            for _ in range(now.launches):
-                now.kernel(tensors, shape)
+        now.call(lambda: now.kernel(tensors, shape))
 
     _ops[plugin.name] = torch.library.custom_op(f"ablate::{plugin.name}", impl, mutates_args=mutated,
                                                  schema=schema(plugin.spec))
