@@ -130,6 +130,8 @@ def job_line(job, out):
         from ablate.gpu.stats import interval_text
 
         summary = f"slowdown {interval_text(m['slowdown'], m['slowdown_lo'], m['slowdown_hi'])}"
+        if out.error:  # measured, then failed after (in situ): the line says why, not the figure alone
+            summary += f"; {out.error}"
     elif out.status == "static" and not out.error:
         summary = "fingerprint holds" if not job.variant.is_base else "the base"
     else:

@@ -279,3 +279,17 @@ def test_a_finished_run_ends_without_pythons_teardown_unless_a_thread_still_runs
         assert proc.stdout.startswith("last line\nend_now returned\n") and "teardown ran" in proc.stdout
     else:
         assert proc.stdout == "last line\nexit handler ran\n"
+
+
+def test_a_job_measured_then_failed_says_why_beside_its_figure():
+    """An in situ failure after the kernel's timing logged 'crashed slowdown 0.997x' and no reason."""
+    from types import SimpleNamespace
+
+    from ablate.__main__ import job_line
+    from ablate.job.result import Result
+
+    job = SimpleNamespace(variant=SimpleNamespace(name="p", is_base=False), shape_name="s512")
+    out = Result("crashed", metrics={"slowdown": 1.2, "slowdown_lo": 1.1, "slowdown_hi": 1.3},
+                 error="in situ: the workload w raised KeyError: 'x'")
+    _, line = job_line(job, out)
+    assert "1.2" in line and line.endswith("in situ: the workload w raised KeyError: 'x'")

@@ -216,3 +216,26 @@ def test_a_plugin_op_is_the_models_attention_and_the_reference_is_sdpa():
     with pytest.raises(ValueError, match="the kernel takes FP16 or BF16, the model is torch.float32"), \
             swap.active(plugin, Attention()):
         fp32["step"]()
+
+
+def test_the_share_counts_each_range_once_and_times_it_on_the_device():
+    """Under CUDA a record_function range is a CPU event and a device annotation of one name: the
+    H200 saw 18 ranges in 3 steps of a model that called the kernel 9 times (counted by name)."""
+    from types import SimpleNamespace as E
+
+    from torch.autograd import DeviceType
+
+    from ablate.gpu.insitu import range_share
+
+    cpu, dev, name = DeviceType.CPU, DeviceType.CUDA, "ablate::k"
+    events = [E(name=name, device_type=cpu, is_user_annotation=True, self_device_time_total=0.0,
+                device_time_total=3.0)] * 3 + \
+             [E(name=name, device_type=dev, is_user_annotation=True, self_device_time_total=2.0,
+                device_time_total=2.0)] * 3 + \
+             [E(name="rms", device_type=dev, is_user_annotation=False, self_device_time_total=2.0,
+                device_time_total=2.0)] * 3 + \
+             [E(name="gemm", device_type=dev, is_user_annotation=False, self_device_time_total=94.0,
+                device_time_total=94.0)]
+    assert range_share(events, name) == (pytest.approx(6 / 100), 3)
+    no_spans = [e for e in events if not (e.device_type == dev and e.is_user_annotation)]
+    assert range_share(no_spans, name) == (pytest.approx(9 / 100), 3)
