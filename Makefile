@@ -14,7 +14,7 @@ CHOICES = $(if $(KERNEL),kernel=$(KERNEL)) $(if $(SHAPE),shape=$(SHAPE))
 
 install:  ## torch (the CUDA build where there is a GPU, else the CPU one), then ablate itself and its dependencies (the docs' MkDocs too)
 	$(PYTHON) tools/install_torch.py
-	$(PYTHON) -m pip install -e '.[dev,liger,fla,insitu,docs]'
+	$(PYTHON) -m pip install -e '.[dev,liger,fla,cute,insitu,docs]'
 
 test:  ## the test suite in TEST_JOBS processes (default 2); GPU tests skip without CUDA
 	$(PYTHON) -m pytest -q -n $(TEST_JOBS)

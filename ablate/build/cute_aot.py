@@ -133,8 +133,11 @@ def source_file(target, folder) -> Path:
     kind, where, _ = split(target)
     if kind == "file":
         return Path(folder) / where
-    found = importlib.util.find_spec(where)
-    return Path(found.origin)
+    # by the top package's folder: find_spec of a submodule would import the package (QuACK's
+    # imports torch and the DSL: 5 s)
+    top, *rest = where.split(".")
+    path = Path(importlib.util.find_spec(top).origin).parent.joinpath(*rest)
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
 
 
 @functools.cache
@@ -331,7 +334,9 @@ def fake_args(fn, described, meta):
         elif p.name in described["tensors"]:
             t = described["tensors"][p.name]
             dims = tuple(d if isinstance(d, int) else syms.setdefault(d, cute.sym_int()) for d in t["dims"])
+            # row-major as torch makes it (the DSL's default order is the first mode fastest)
             args.append(cute.runtime.make_fake_compact_tensor(getattr(cutlass, DTYPES[t["dtype"]]), dims,
+                                                              stride_order=tuple(reversed(range(len(dims)))),
                                                               assumed_align=16))
         elif p.name in described["scalars"]:
             value = described["scalars"][p.name]
