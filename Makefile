@@ -49,9 +49,9 @@ ui:  ## the MLflow UI on the store
 server:  ## an MLflow tracking server over the store, for jobs on other machines: make server [HOST=0.0.0.0] [PORT=5000]
 	$(PYTHON) -m ablate.sweep.server --store '$(STORE)' $(if $(HOST),--host '$(HOST)') $(if $(PORT),--port '$(PORT)')
 
-new-kernel:  ## a minimal kernel plugin to start from: make new-kernel NAME=my_kernel [DIR=~/kernels]
+new-kernel:  ## a minimal kernel plugin to start from: make new-kernel NAME=my_kernel [DIR=~/kernels] [KIND=cute]
 	@if [ -z "$(NAME)" ]; then echo "make new-kernel NAME=my_kernel [DIR=folder]: NAME is missing"; exit 1; fi
-	$(PYTHON) -m ablate.tools.new_kernel '$(NAME)' $(if $(DIR),'$(DIR)')
+	$(PYTHON) -m ablate.tools.new_kernel '$(NAME)' $(if $(DIR),'$(DIR)') $(if $(KIND),--kind '$(KIND)')
 
 docs:  ## the documentation site: docs/ and mkdocs.yml built into site/ by MkDocs (Material theme), strict: a broken link or a missing page fails
 	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict

@@ -168,3 +168,16 @@ def test_the_dynamic_shared_memory_is_the_constant_the_launch_stores():
     assert cute_aot.dynamic_smem(ir) == [16400]
     with pytest.raises(ValueError, match="no constant"):
         cute_aot.dynamic_smem(ir.replace("llvm.store %11", "llvm.store %12"))
+
+
+def test_the_scaffold_of_kind_cute_sweeps_statically(tmp_path):
+    """make new-kernel NAME=... KIND=cute: it loads, and its base and pathology compile, the
+    base's 16-byte loads there and gone in scalar_loads (its fingerprint)."""
+    from ablate.tools import new_kernel
+
+    new_kernel.write("cute_axpy_scaffold", tmp_path, "cute")
+    results = sweep("cute_axpy_scaffold", tmp_path / "build", kernel_path=(tmp_path,))
+    for name in ("none", "scalar_loads"):
+        r = results[name]
+        assert r.status == "static" and r.metrics["fingerprint_ok"] == 1, (name, r.status, r.error)
+    assert results["none"].metrics["sass.ldg_128"] > 0 and results["scalar_loads"].metrics["sass.ldg_128"] == 0
