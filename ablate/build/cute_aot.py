@@ -93,19 +93,7 @@ def load(folder, target):
     """The object spec.CUTE names: a file's module imported by path with the plugin folder
     on sys.path, or an installed package's module."""
     kind, where, name = split(target)
-    if kind == "module":
-        module = importlib.import_module(where)
-        origin = module.__file__
-    else:
-        path = Path(folder) / where
-        if str(folder) not in sys.path:
-            sys.path.insert(0, str(folder))
-        module_name = f"ablate_cute_{Path(folder).name}_{Path(where).stem}"
-        loader = importlib.util.spec_from_file_location(module_name, path)
-        module = importlib.util.module_from_spec(loader)
-        sys.modules[module_name] = module
-        loader.loader.exec_module(module)
-        origin = path
+    module, origin = triton_target.module_of(folder, kind, where, "ablate_cute")
     obj = getattr(module, name, None)
     if not callable(obj):
         raise ValueError(f"spec.CUTE: {origin} has no function {name!r}")
