@@ -14,7 +14,7 @@ CHOICES = $(if $(KERNEL),kernel=$(KERNEL)) $(if $(SHAPE),shape=$(SHAPE))
 
 install:  ## torch (the CUDA build where there is a GPU, else the CPU one), then ablate itself and its dependencies (the docs' MkDocs too)
 	$(PYTHON) tools/install_torch.py
-	$(PYTHON) -m pip install -e '.[dev,liger,fla,insitu,docs]'
+	$(PYTHON) -m pip install -e '.[dev,liger,fla,cute,insitu,docs]'
 
 test:  ## the test suite in TEST_JOBS processes (default 2); GPU tests skip without CUDA
 	$(PYTHON) -m pytest -q -n $(TEST_JOBS)
@@ -49,9 +49,9 @@ ui:  ## the MLflow UI on the store
 server:  ## an MLflow tracking server over the store, for jobs on other machines: make server [HOST=0.0.0.0] [PORT=5000]
 	$(PYTHON) -m ablate.sweep.server --store '$(STORE)' $(if $(HOST),--host '$(HOST)') $(if $(PORT),--port '$(PORT)')
 
-new-kernel:  ## a minimal kernel plugin to start from: make new-kernel NAME=my_kernel [DIR=~/kernels]
+new-kernel:  ## a minimal kernel plugin to start from: make new-kernel NAME=my_kernel [DIR=~/kernels] [KIND=cute]
 	@if [ -z "$(NAME)" ]; then echo "make new-kernel NAME=my_kernel [DIR=folder]: NAME is missing"; exit 1; fi
-	$(PYTHON) -m ablate.tools.new_kernel '$(NAME)' $(if $(DIR),'$(DIR)')
+	$(PYTHON) -m ablate.tools.new_kernel '$(NAME)' $(if $(DIR),'$(DIR)') $(if $(KIND),--kind '$(KIND)')
 
 docs:  ## the documentation site: docs/ and mkdocs.yml built into site/ by MkDocs (Material theme), strict: a broken link or a missing page fails
 	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict

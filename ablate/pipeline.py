@@ -100,9 +100,9 @@ def _say_once(key, message, *args):
 
 def overrides(variant, base, var) -> str:
     """What the variant sets that the base does not, in words a user could adopt: a Triton
-    variant's effective meta-parameters that differ from the base's (its manifest's), a CUDA
+    or CuTe DSL variant's effective meta-parameters that differ from the base's (its manifest's), a CUDA
     one's macros; `none` for the base or a change of flags, headers or launch only."""
-    if str(var.lib).endswith(".triton.json"):
+    if str(var.lib).endswith((".triton.json", ".cute.json")):
         try:
             mine, theirs = (json.loads(open(b.lib).read()).get("meta", {}) for b in (var, base))
         except (OSError, ValueError):

@@ -215,6 +215,13 @@ STATED = {
     "kernels/fla_l2norm/conf/pathology/row_per_program.yaml": {"r256k_d128_bf16": "1.3-4x"},
     "kernels/liger_dyt/conf/pathology/tiny_blocks.yaml": {"tok16k_bf16": "1.6-2.4x", "tok16k_fp16": "1.6-2.4x"},
     "kernels/liger_rmsnorm/conf/pathology/oversized_block.yaml": {"*": "1.1-1.5x"},
+    "conf/generic_cute/pathology/half_sms.yaml": {},
+    "kernels/quack_rmsnorm/conf/pathology/cluster_pair.yaml": {"*": "1.0-1.2x"},
+    "kernels/quack_rmsnorm/conf/pathology/half_row_threads.yaml": {"*": "1.1-1.6x"},
+    "kernels/quack_rmsnorm/conf/pathology/late_weight.yaml": {"*": "1.00-1.10x"},
+    "kernels/quack_rmsnorm/conf/pathology/reload_gmem.yaml": {"*": "1.0-1.3x"},
+    "kernels/quack_rmsnorm/conf/pathology/reload_smem.yaml": {"*": "0.95-1.10x"},
+    "kernels/quack_rmsnorm/conf/pathology/warp_per_row.yaml": {"*": "1.5-4x"},
     "kernels/matmul_triton/conf/pathology/narrow_tiles.yaml": {"*": "1.05-1.2x"},
     "kernels/matmul_triton/conf/pathology/no_grouping.yaml": {},  # "at sq8k and prefill": no shape of its own names
     "kernels/matmul_triton/conf/pathology/no_tma.yaml": {"*": "1.05-1.25x"},

@@ -190,7 +190,7 @@ def test_help_says_how_to_pick_a_kernel_static_mode_and_a_kernel_path():
     run = lambda *a: subprocess.run([sys.executable, "-m", "ablate", *a, "--help"], cwd=ROOT,  # noqa: E731
                                     capture_output=True, text=True, timeout=300)
     text = run().stdout
-    for needle in ("kernel=NAME", "attention, attention_hopper, cutlass_gemm, fla_l2norm, liger_dyt, liger_rmsnorm, matmul_triton, rmsnorm", "the groups below are attention's",
+    for needle in ("kernel=NAME", "attention, attention_hopper, cutlass_gemm, fla_l2norm, liger_dyt, liger_rmsnorm, matmul_triton, quack_rmsnorm, rmsnorm", "the groups below are attention's",
                    "kernel=NAME --help", "kernel_path=[DIR,...]", "ABLATE_KERNEL_PATH", "mode=static",
                    "new-kernel NAME DIR", "pathology: divergent_branches"):
         assert needle in text, needle

@@ -32,7 +32,7 @@ def build_dir() -> Path:
 
 def usage(folder: Path | None = None) -> tuple[int, int]:
     """(bytes, libraries) under `folder` (default: the cache): files' sizes, and the nvcc
-    (`.so`) and Triton (`.triton.json`) libraries among them."""
+    (`.so`), Triton (`.triton.json`) and CuTe DSL (`.cute.json`) libraries among them."""
     folder = Path(folder or root())
     size = count = 0
     for dirpath, _, files in os.walk(folder):
@@ -41,7 +41,7 @@ def usage(folder: Path | None = None) -> tuple[int, int]:
                 size += os.lstat(os.path.join(dirpath, name)).st_size
             except OSError:
                 continue
-            count += name.endswith((".so", ".triton.json")) and not name.endswith(".tmp.so")
+            count += name.endswith((".so", ".triton.json", ".cute.json")) and not name.endswith(".tmp.so")
     return size, count
 
 

@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ablate.build import cache, ptxas, seams, triton_aot
+from ablate.build import cache, cute_aot, ptxas, seams, triton_aot
 from ablate.paths import INCLUDE  # ablate's headers, on every include path
 
 ARCH_RE = re.compile(r"^sm_(\d+a?)$")
@@ -53,7 +53,8 @@ def build(variants: list, build_cfg, kernel, root, only_if_built=False) -> dict[
     None instead, where any of them would have to be compiled (nothing is).
 
     A Triton plugin (its spec names TRITON) is built by ablate.build.triton_aot instead, each
-    variant's instances compiled by Triton for the arch; the results are alike.
+    variant's instances compiled by Triton for the arch, and a CuTe DSL plugin (CUTE) by
+    ablate.build.cute_aot; the results are alike.
 
     `build_cfg` is `cfg.build` (dir, arch, nvcc, flags, jobs); `kernel` is the kernel's
     plugin (ablate.job.plugins.Plugin; anything with `source`, its translation unit, and `dir`,
@@ -63,6 +64,11 @@ def build(variants: list, build_cfg, kernel, root, only_if_built=False) -> dict[
     flags)."""
     if not variants:
         return {}
+    if cute_aot.is_cute(kernel):  # a CuTe DSL kernel: compiled by the DSL for the arch, no nvcc
+        if only_if_built:
+            return None
+        return cute_aot.build(variants, build_dir_of(build_cfg, Path(root).resolve()), int(build_cfg.get("jobs", 0) or 0),
+                              kernel, root, target_arch(str(build_cfg.arch), kernel), BuildResult)
     if triton_aot.is_triton(kernel):  # a Triton kernel: compiled by Triton for the arch, no nvcc
         if only_if_built:
             return None  # not asked of Triton's builds: the caller builds

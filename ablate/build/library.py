@@ -52,10 +52,12 @@ def variant_info(lib, spec, pathologies=()) -> dict:
     written without ablate's header (a plain kernel), what its spec says instead:
     `{"pathologies": [the variant's], "seams": {}, "configs": spec.CONFIGS}`. ValueError when
     neither says. A Triton variant's manifest carries its own (ablate/build/triton_aot.py)."""
-    from ablate.build import triton_aot
+    from ablate.build import cute_aot, triton_aot
 
     if triton_aot.is_manifest(lib):
         return triton_aot.info(lib)
+    if cute_aot.is_manifest(lib):
+        return cute_aot.info(lib)
     kernel = Kernel(lib)
     if kernel.has_info:
         return kernel.info()
@@ -68,14 +70,19 @@ def variant_info(lib, spec, pathologies=()) -> dict:
 
 def load(path, spec):
     """The built variant at `path`, bound to its spec, to run: a Kernel (a CUDA plugin's shared
-    library) or a TritonKernel (a Triton plugin's manifest: ablate/build/triton_launch.py);
+    library), a TritonKernel (a Triton plugin's manifest: ablate/build/triton_launch.py) or a
+    CuteKernel (a CuTe DSL plugin's: ablate/build/cute_launch.py);
     both are called as kernel(tensors, shape) and kernel.launch(pointers, shape, stream)."""
-    from ablate.build import triton_aot
+    from ablate.build import cute_aot, triton_aot
 
     if triton_aot.is_manifest(path):
         from ablate.build.triton_launch import TritonKernel
 
         return TritonKernel(path, spec)
+    if cute_aot.is_manifest(path):
+        from ablate.build.cute_launch import CuteKernel
+
+        return CuteKernel(path, spec)
     return Kernel(path, spec)
 
 

@@ -14,7 +14,7 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
-from ablate.build import triton_aot
+from ablate.build import cute_aot, triton_aot
 from ablate.build.ptxas import demangle
 
 # Instruction classes counted, each reported as `sass.<class>`: those of docs/design.md
@@ -54,7 +54,7 @@ def read(lib: Path) -> dict:
     """`{"kernels": {name: {class: count}}, "totals": {class: count}, "text": str}` for the
     library `lib`; `text` is the normalised SASS (see `normalise`). A Triton variant's
     manifest (ablate/build/triton_aot.py) reads each instance's cubin, its function named after
-    the instance.
+    the instance; a CuTe DSL one's (ablate/build/cute_aot.py) likewise.
 
     Kept beside the library as `<lib>.sass.json`, valid while the library's size and mtime
     and the disassembler are those it was read from: cuobjdump and nvdisasm took ~1.6 s per
@@ -74,6 +74,13 @@ def read(lib: Path) -> dict:
             if len(code) != 1:
                 raise SassError(f"{cubin}: {len(code)} functions, expected one kernel")
             functions[name] = next(iter(code.values()))
+    elif cute_aot.is_manifest(lib):  # each instance's cubin, its kernels named as the manifest says
+        functions = {}
+        for name, (cubin, names) in cute_aot.cubins(lib).items():
+            code = parse(disassemble(cubin))
+            if set(code) != set(names):
+                raise SassError(f"{cubin}: functions {sorted(code)}, the manifest says {sorted(names)}")
+            functions.update({names[k]: v for k, v in code.items()})
     else:
         functions = parse(disassemble(lib))
     readable = demangle(list(functions))

@@ -63,23 +63,28 @@ def load(folder, target):
     """The object spec.TRITON names (a JITFunction, Autotuner or Heuristics): a file's module
     imported by path with the plugin folder on sys.path, or an installed package's module."""
     kind, where, name = split(target)
-    if kind == "module":
-        module = import_module(where)
-        origin = module.__file__
-    else:
-        path = Path(folder) / where
-        if str(folder) not in sys.path:
-            sys.path.insert(0, str(folder))
-        module_name = f"ablate_triton_{Path(folder).name}_{Path(where).stem}"
-        loader = importlib.util.spec_from_file_location(module_name, path)
-        module = importlib.util.module_from_spec(loader)
-        sys.modules[module_name] = module
-        loader.loader.exec_module(module)
-        origin = path
+    module, origin = module_of(folder, kind, where, "ablate_triton")
     obj = getattr(module, name, None)
     if obj is None or unwrap(obj) is None:
         raise ValueError(f"spec.TRITON: {origin} has no @triton.jit function {name!r}")
     return obj
+
+
+def module_of(folder, kind, where, prefix):
+    """(module, its file) of a target: an installed package's module, or a file of the plugin
+    imported by path (as `<prefix>_<folder>_<stem>`) with the plugin folder on sys.path."""
+    if kind == "module":
+        module = import_module(where)
+        return module, module.__file__
+    path = Path(folder) / where
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    module_name = f"{prefix}_{Path(folder).name}_{Path(where).stem}"
+    loader = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(loader)
+    sys.modules[module_name] = module
+    loader.loader.exec_module(module)
+    return module, path
 
 
 def _is_jit(obj) -> bool:

@@ -210,19 +210,21 @@ def keep_worker_s(cfg) -> float:
 
 
 # What a pathology of each language may change (variant.BUILD_FIELDS): nvcc's inputs for a
-# CUDA kernel, the meta-parameters for a Triton one; both may change the launch (sm_fraction).
-LANGUAGE_FIELDS = {"cuda": ("macros", "header", "flags", "regs_cap", "transform"), "triton": ("meta",)}
+# CUDA kernel, the meta-parameters for a Triton or CuTe DSL one; each may change the launch (sm_fraction).
+LANGUAGE_FIELDS = {"cuda": ("macros", "header", "flags", "regs_cap", "transform"), "triton": ("meta",),
+                   "cute": ("meta",)}
 
 
 def check_language(plugin, variant) -> None:
     """ValueError naming the pathology and field when a pathology changes what its kernel's
-    language does not have (meta: of a CUDA kernel; macros, a header, nvcc flags of a Triton one)."""
+    language does not have (meta: of a CUDA kernel; macros, a header, nvcc flags of a Triton or
+    CuTe DSL one)."""
     for name, spec in variant.specs.items():
         for language, fields in LANGUAGE_FIELDS.items():
             if language == plugin.language:
                 continue
             for key in fields:
-                if spec.get(key) not in (None, {}, [], ""):
+                if key not in LANGUAGE_FIELDS[plugin.language] and spec.get(key) not in (None, {}, [], ""):
                     raise ValueError(f"pathology '{name}': {key} is for {language} kernels, and kernel "
                                      f"{plugin.name!r} is a {plugin.language} kernel")
 

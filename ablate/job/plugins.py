@@ -41,6 +41,7 @@ from ablate.paths import CONF, KERNELS
 
 GENERIC = CONF / "generic"  # the generic pathologies every kernel gets (conf/generic/pathology/)
 GENERIC_TRITON = CONF / "generic_triton"  # a Triton kernel's instead (conf/generic_triton/pathology/)
+GENERIC_CUTE = CONF / "generic_cute"  # a CuTe DSL kernel's (conf/generic_cute/pathology/)
 PATH_ENV = "ABLATE_KERNEL_PATH"
 CONF_ENV = "ABLATE_KERNEL_CONF"  # read by hydra_plugins/ablate_kernel
 GENERIC_ENV = "ABLATE_KERNEL_GENERIC"  # the chosen kernel's generic pathologies' folder, read there too
@@ -118,6 +119,15 @@ TRITON_SPEC = {
     "args": "args(inputs, shape) -> {parameter: value}: the function's non-constexpr arguments (default: "
             "by name: the tensor, the shape field, PARAMS[name])",
 }
+# A CuTe DSL kernel's spec (ablate/build/cute_aot.py) names its function and its instances.
+CUTE_SPEC = {
+    "CUTE": "the @cute.jit function, or a library's compile function (one that calls cute.compile and returns "
+            "what it compiled): FILE.py:NAME relative to the plugin folder, or package.module:NAME",
+    "META": "the base's compile-time parameters (cutlass.Constexpr arguments, a library's configuration fields)",
+    "INSTANCES": "{name: shape}: the compiled instances, one per STATIC fields' values and dtypes the shapes need",
+    "call_args": "call_args(inputs, shape) -> tuple: the compiled function's arguments (default: a @cute.jit "
+                 "function's non-META parameters but the stream, by name)",
+}
 CUDA_ONLY = ("ARGTYPES", "arguments")
 BOUNDS = thin.BOUNDS
 # A plugin's files that its provenance hash covers (Plugin.sources): sources and headers (those
@@ -141,13 +151,14 @@ class Plugin:
 
     @property
     def language(self) -> str:
-        """cuda (a source nvcc builds) or triton (a @triton.jit function: spec.TRITON)."""
+        """cuda (a source nvcc builds), triton (a @triton.jit function: spec.TRITON) or cute (a
+        CuTe DSL function: spec.CUTE)."""
         return self.spec.LANGUAGE
 
     @property
     def generic(self) -> Path:
         """The folder of the generic pathologies this kernel gets (its language's)."""
-        return GENERIC_TRITON if self.language == "triton" else GENERIC
+        return {"triton": GENERIC_TRITON, "cute": GENERIC_CUTE}.get(self.language, GENERIC)
 
     @property
     def tunables(self) -> Path:
@@ -196,9 +207,14 @@ class Plugin:
         return h.hexdigest()[:16]
 
     def package(self) -> dict:
-        """A Triton kernel named by module path (TRITON = "package.module:function"): the
-        installed package's name and version and a hash of the function's source
-        (triton_target.package); {} for a kernel whose code is the folder's own."""
+        """A Triton or CuTe DSL kernel named by module path (TRITON or CUTE =
+        "package.module:function"): the installed package's name and version and a hash of the
+        function's source (triton_target.package) or of its package's files (cute_aot.package);
+        {} for a kernel whose code is the folder's own."""
+        if self.language == "cute":
+            from ablate.build import cute_aot
+
+            return cute_aot.package(self.spec.CUTE)
         if self.language != "triton":
             return {}
         from ablate.build import triton_target
@@ -342,8 +358,8 @@ def load_dir(folder) -> Plugin:
         spec = thin.Spec(_import_spec(name, folder / "spec.py"), name, folder)
     except thin.SpecError as e:
         raise PluginError(f"kernel {name!r}: {folder / 'spec.py'}: {e}") from None
-    required = {**{k: v for k, v in SPEC.items() if k not in CUDA_ONLY}, **TRITON_SPEC} \
-        if spec.LANGUAGE == "triton" else SPEC
+    own = {"triton": TRITON_SPEC, "cute": CUTE_SPEC}.get(spec.LANGUAGE)
+    required = {**{k: v for k, v in SPEC.items() if k not in CUDA_ONLY}, **own} if own else SPEC
     absent = [f"{key} ({what})" for key, what in required.items() if not hasattr(spec, key)]
     if absent:
         raise PluginError(f"kernel {name!r}: {folder / 'spec.py'} does not define: " + "; ".join(absent))

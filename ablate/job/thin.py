@@ -209,10 +209,12 @@ class Spec:
     def __init__(self, module, kernel, folder):
         self.module, self.kernel, self.folder = module, kernel, folder
         own = vars(module)
-        self.LANGUAGE = "triton" if "TRITON" in own else "cuda"
+        self.LANGUAGE = "triton" if "TRITON" in own else "cute" if "CUTE" in own else "cuda"
         if self.LANGUAGE == "triton":
             self._triton(own)
         self.tensors = tensors_of(own["TENSORS"]) if "TENSORS" in own else None
+        if self.LANGUAGE == "cute":
+            self._cute(own)
         self._work()
         if self.tensors is not None:
             self.OUTPUTS = tuple(n for n, t in self.tensors.items() if t.role != "in")
@@ -290,6 +292,65 @@ class Spec:
             self.config_of = lambda name, configs: name if any(str(c["name"]) == name for c in configs) else None
         if "launched" not in own:
             self.launched = lambda name, shape, configs: name == self.instance_of(shape)
+
+    def _cute(self, own):
+        """SOURCE and SYMBOL from CUTE (without importing it: a missing DSL or library is one
+        line naming the module); scalars from the shape and PARAMS; call_args from a @cute.jit
+        function's parameters; one config per compiled instance (ablate/build/cute_aot.py)."""
+        from ablate.build import cute_aot
+
+        try:
+            kind, file, name = cute_aot.split(own["CUTE"])
+        except ValueError as e:
+            raise SpecError(str(e)) from None
+        if why := cute_aot.missing(own["CUTE"]):
+            raise SpecError(why)
+        self.SOURCE = own.get("SOURCE", str(cute_aot.source_file(own["CUTE"], self.folder)))
+        self.SYMBOL = own.get("SYMBOL", name)
+        for key, what in (("META", "the base's compile-time parameters: {name: value}"),
+                          ("INSTANCES", "the compiled instances: {name: shape}")):
+            if not isinstance(own.get(key), dict) or not own[key]:
+                raise SpecError(f"spec.{key} must be a non-empty dict (a CuTe DSL kernel's {what})")
+        if self.tensors is None:
+            raise SpecError("a CuTe DSL kernel's spec declares TENSORS (its fake tensors are made from them)")
+        self.STATIC = tuple(own.get("STATIC", ()))
+        fields = set(own.get("SHAPE", {})) or None
+        stray = [f for f in self.STATIC if fields is not None and f not in fields]
+        if stray:
+            raise SpecError(f"spec.STATIC {stray} are no field of SHAPE {sorted(fields)}")
+        if "compile_args" in own and "call_args" not in own:
+            raise SpecError(f"{own['CUTE']} is called through compile_args (a compile function): say its "
+                            "compiled function's arguments too, call_args(inputs, shape) -> tuple")
+        params = own.get("PARAMS", {})
+        self.scalars = lambda shape: {**shape, **{k: formula(v, shape, f"PARAMS[{k!r}]") for k, v in params.items()}}
+        if "call_args" not in own:
+            self.call_args = self._cute_call_args
+        if "instance_of" not in own:
+            self.instance_of = lambda shape: cute_aot.instance_of(self, shape)
+        if "config_of" not in own:
+            self.config_of = lambda name, configs: next(
+                (str(c["name"]) for c in configs if str(c["name"]) == name.split(".")[0]), None)
+        if "launched" not in own:
+            self.launched = lambda name, shape, configs: name.split(".")[0] == self.instance_of(shape)
+
+    def _cute_call_args(self, inputs, shape):
+        """The compiled function's arguments, in the @cute.jit function's order: its parameters
+        neither of META nor the stream (TVM-FFI's environment stream, torch's current one), each
+        the tensor of its name, else the shape field or PARAMS entry of its name."""
+        from ablate.build import cute_aot
+
+        fn = cute_aot.load(str(self.folder), self.CUTE)
+        scalars = self.scalars(shape)
+        out = []
+        for p in cute_aot.runtime_params(fn, self.META):
+            if p.name in inputs:
+                out.append(inputs[p.name])
+            elif p.name in scalars:
+                out.append(scalars[p.name])
+            else:
+                raise ValueError(f"{self.CUTE}: parameter {p.name!r} is no tensor of TENSORS, no shape field "
+                                 "and not in PARAMS")
+        return tuple(out)
 
     def _constexprs_given(self, own, configs):
         """SpecError naming a constexpr of the function that nothing gives a value: not META,

@@ -50,6 +50,7 @@ PREFIX = "tune_"
 NAME_RE = re.compile(r"^[A-Z_][A-Za-z0-9_]*$")  # a tunable's name (a macro, or a META key)
 STAGES = "num_stages"
 SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".inc")
+META_LANGUAGES = ("triton", "cute")  # kernels whose tunables are their META's integers
 
 
 class TunableError(ValueError):
@@ -94,7 +95,7 @@ def base_values(plugin) -> dict:
                 or not all(isinstance(v, int) and not isinstance(v, bool) for v in values)):
             raise TunableError(f"kernel {plugin.name!r}: TUNABLES[{name!r}] must be a tuple of at least two "
                                f"integers, got {values!r}")
-    if plugin.language == "triton":
+    if plugin.language in META_LANGUAGES:
         meta = dict(spec.META)
         for name in declared:
             if name not in meta:
@@ -128,7 +129,7 @@ def extra_configs(spec) -> list:
 
 def pathologies(plugin, extra=None) -> dict:
     """{pathology name: its yaml content} of every neighbour (and extra configuration)."""
-    triton = plugin.language == "triton"
+    triton = plugin.language in META_LANGUAGES  # its neighbours are meta: overrides
     out = {}
     for name, (base, values) in base_values(plugin).items():
         for value in neighbours(name, base, values):

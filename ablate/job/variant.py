@@ -9,7 +9,9 @@ known by construction: `truth` states it, and `launches: N` makes each launch of
 variant N launches of its kernel.
 A Triton kernel's pathology is `meta: {NAME: value}`: overrides of the base's constexprs and
 compile options (spec.META: BLOCK_M, GROUP_M, a flag the kernel reads, num_stages, num_warps),
-a value a number or `{fraction_of_base: F}` (that fraction of the base's value, at least 1).
+a value a number or `{fraction_of_base: F}` (that fraction of the base's value, at least 1);
+a CuTe DSL kernel's likewise overrides its compile-time parameters (a value may also be a
+string or null: QuACK's reload_from).
 Everything that later reaches nvcc's command line (or Triton's compiler) is checked here
 against strict patterns, so a bad config is a clear error before anything is built.
 """
@@ -189,8 +191,10 @@ def _check_generic_seam(name, seam, taken) -> None:
 
 
 def _check_meta(name, meta) -> dict:
-    """`meta: {NAME: value}`: a Triton kernel's constexpr or compile-option overrides; a value
-    is a number or a bool, or {fraction_of_base: F} (0 < F < 1) for an integer of the base's."""
+    """`meta: {NAME: value}`: a Triton kernel's constexpr or compile-option overrides, a CuTe
+    DSL kernel's compile-time parameters; a value is a number, a bool, a string or null (a
+    CuTe DSL kernel's configuration field: QuACK's reload_from), or {fraction_of_base: F}
+    (0 < F < 1) for an integer of the base's."""
     if meta is None:
         return {}
     if not isinstance(meta, Mapping) or not meta:
@@ -201,13 +205,13 @@ def _check_meta(name, meta) -> dict:
             raise VariantError(f"pathology '{name}': meta name {key!r} must match {META_NAME_RE.pattern}")
         if isinstance(value, Mapping):
             if set(value) != {"fraction_of_base"}:
-                raise VariantError(f"pathology '{name}': meta.{key} must be a number, a bool or "
-                                   f"{{fraction_of_base: F}}, got {dict(value)!r}")
+                raise VariantError(f"pathology '{name}': meta.{key} must be a number, a bool, a string, null "
+                                   f"or {{fraction_of_base: F}}, got {dict(value)!r}")
             value = {"fraction_of_base": _check_fraction(name, f"meta.{key}.fraction_of_base",
                                                          value["fraction_of_base"])}
-        elif not isinstance(value, (bool, int, float)):
-            raise VariantError(f"pathology '{name}': meta.{key} must be a number, a bool or "
-                               f"{{fraction_of_base: F}}, got {value!r}")
+        elif value is not None and not isinstance(value, (bool, int, float, str)):
+            raise VariantError(f"pathology '{name}': meta.{key} must be a number, a bool, a string, null "
+                               f"or {{fraction_of_base: F}}, got {value!r}")
         out[key] = value
     return out
 
@@ -285,7 +289,7 @@ def _check_spec(name, spec) -> dict:
         raise VariantError(f"pathology '{name}': no macros and no header: it would build the base again; "
                            "give it macros (-D, for a seam of the base to read) or a header (its patch), "
                            "or, for a generic one, flags, regs_cap, transform or sm_fraction; a Triton "
-                           "kernel's: meta (its constexpr or compile-option overrides)")
+                           "or CuTe DSL kernel's: meta (its compile-time parameters' overrides)")
     launches = spec.get("launches")
     if launches is not None and (isinstance(launches, bool) or not isinstance(launches, int) or launches < 1):
         raise VariantError(f"pathology '{name}': launches must be a whole number >= 1, got {launches!r}")
