@@ -263,3 +263,15 @@ def test_the_sanitizer_runs_no_neighbour_the_arch_cannot_launch():
     _, builds, declared = sanitize.build_pathologies(plugin, ["none", "tune_block_m_256", "tune_block_m_64"], (), dirs)
     assert sorted(builds) == ["none", "tune_block_m_64"]
     assert "cannot launch on sm_90" in declared["tune_block_m_256"] and "shared memory" in declared["tune_block_m_256"]
+
+
+def test_the_sanitizer_runs_no_neighbour_that_does_not_compile():
+    """A tunable's neighbour that does not compile (quack_rmsnorm's 64 threads a block at hidden
+    8192) is not applicable, as in a sweep; the H200's sanitizer listed it as 'errors (build)'."""
+    pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl is not installed (pip install -e '.[cute]')")
+    from ablate.tools import sanitize
+
+    plugin, dirs, _ = plugins.tool_kernel("quack_rmsnorm", [], [])
+    _, builds, declared = sanitize.build_pathologies(plugin, ["none", "tune_num_threads_64"], (), dirs)
+    assert sorted(builds) == ["none"]
+    assert declared["tune_num_threads_64"].startswith("this neighbour does not compile (log: ")

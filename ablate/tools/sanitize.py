@@ -184,14 +184,15 @@ def build_pathologies(plugin, names, overrides=(), kernel_path=()):
     those the kernel declares not applicable (kernel.not_applicable), which a sweep never
     builds either: cutlass_gemm's regs_capped is one that ptxas refuses after minutes. A
     tunable's neighbour that needs more shared memory or threads a block than the arch allows
-    is not applicable too, as in a sweep (ablate.pipeline.over_limits): it cannot launch.
+    is not applicable too, as in a sweep (ablate.pipeline.over_limits): it cannot launch; and so
+    is one that does not compile (quack_rmsnorm's num_threads 64 at hidden 8192, H200 2026-12-02).
 
     Returns (cfg of the first, {pathology name: BuildResult}, {pathology name: why it is
     declared not applicable}).
     """
     from ablate.build.compile import build
     from ablate.pipeline import job_of
-    from ablate.pipeline import cannot_launch
+    from ablate.pipeline import cannot_launch, tuned_only
 
     cfgs = {n: plugins.compose(plugin.name, [f"pathology={n}", *overrides], kernel_path) for n in names}
     jobs = {n: job_of(c) for n, c in cfgs.items()}
@@ -200,8 +201,11 @@ def build_pathologies(plugin, names, overrides=(), kernel_path=()):
     cfg = cfgs[names[0]]
     results = build([jobs[n].variant for n in built], cfg.build, plugin, ROOT) if built else {}
     results = {n: results[jobs[n].variant.name] for n in built}
-    for n, result in list(results.items()):  # a tunable's neighbour over the arch's limits: as a sweep says
-        if why := cannot_launch(jobs[n].variant, result, plugin.spec):
+    for n, result in list(results.items()):  # a tunable's neighbour over the arch's limits, or one that
+        why = (cannot_launch(jobs[n].variant, result, plugin.spec)  # does not compile: as a sweep says
+               or (not result.ok and tuned_only(jobs[n].variant)
+                   and f"this neighbour does not compile (log: {result.log_path})"))
+        if why:
             declared[n] = why.removeprefix("not applicable: ")
             del results[n]
     return cfg, results, declared
