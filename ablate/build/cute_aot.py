@@ -29,7 +29,6 @@ plugin folder's Python, a library's package files, the DSL's, TVM-FFI's and Pyth
 versions and the DSL's CUDA libraries installed (the CUDA flavour changes the cubin), and
 this file. `python -m ablate.build.cute_aot REQUEST.json` compiles one by hand.
 """
-import fcntl
 import functools
 import hashlib
 import importlib
@@ -45,7 +44,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ablate.build import ptxas, triton_target
+from ablate.build import manifests, triton_target
 from ablate.build.triton_aot import effective_meta
 
 SUFFIX = ".cute.json"
@@ -178,45 +177,13 @@ def instance_of(spec, shape) -> str | None:
 def build(variants, build_dir: Path, jobs: int, kernel, root, arch: str, result):
     """{variant name: `result` (compile.BuildResult)} of a CuTe DSL plugin's variants, built in
     `build_dir` for `arch`, each compiled in a process of its own (`jobs` at once; 0: one per
-    CPU) unless its manifest is there already."""
-    root = Path(root).resolve()
-    build_dir.mkdir(parents=True, exist_ok=True)
+    CPU) unless its manifest is there already (ablate/build/manifests.py)."""
     arch = target_arch(arch)
-    plans = {}
-    for variant in variants:
-        try:
-            request = request_of(variant, kernel, arch)
-        except ValueError as e:
-            plans[variant.name] = (variant, None, str(e))
-            continue
-        plans[variant.name] = (variant, request, digest_of(request, kernel))
-    todo = {}
-    with open(build_dir / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        for name, (variant, request, digest) in plans.items():
-            if request is not None and not (build_dir / f"{digest}{SUFFIX}").is_file():
-                todo.setdefault(digest, request)
-        _compile(build_dir, todo, root, jobs or os.cpu_count() or 1)
-        return _results(plans, todo, build_dir, arch, result)
-
-
-def _results(plans, todo, build_dir, arch, result):
-    results = {}
-    for name, (variant, request, digest) in plans.items():
-        if request is None:  # the variant cannot be planned: its meta names nothing of the kernel's
-            failed = build_dir / f"{variant.name}.failed.log"
-            failed.write_text(f"error: {digest}\n")
-            results[name] = result(name, "build_failed", build_dir / f"none{SUFFIX}", failed.read_text(),
-                                   failed, False, arch, "")
-            continue
-        lib, log_path, failed_log = (build_dir / f"{digest}{s}" for s in (SUFFIX, ".log", ".failed.log"))
-        ok = lib.is_file() and log_path.is_file()
-        path = log_path if ok else failed_log
-        log = path.read_text(errors="replace") if path.exists() else "the CuTe DSL compile left no log"
-        results[name] = result(name, "built" if ok else "build_failed", lib, log, path,
-                               ok and digest not in todo, arch, digest,
-                               ptxas.parse(log, demangle_names=False) if ok else {})
-    return results
+    return manifests.build(variants, build_dir, arch, result, suffix=SUFFIX, who="CuTe DSL",
+                           plan=lambda variant: request_of(variant, kernel, arch),
+                           digest=lambda request: digest_of(request, kernel),
+                           compile_all=lambda todo: _compile(build_dir, todo, Path(root).resolve(),
+                                                             jobs or os.cpu_count() or 1))
 
 
 def request_of(variant, kernel, arch) -> dict:
@@ -253,15 +220,7 @@ def versions() -> str:
 
 
 def digest_of(request, kernel) -> str:
-    h = hashlib.sha256()
-    described = {k: v for k, v in request.items() if k != "kernel_dir"}
-    h.update(json.dumps(described, sort_keys=True).encode() + b"\0" + versions().encode() + b"\0")
-    h.update(Path(__file__).read_bytes())
-    folder = Path(kernel.dir).resolve()
-    for path in sorted(folder.rglob("*.py")):
-        if "__pycache__" not in path.parts:
-            h.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
+    return manifests.digest(request, kernel.dir, versions(), Path(__file__))
 
 
 def environment(request, dump: Path) -> dict:
@@ -273,8 +232,6 @@ def environment(request, dump: Path) -> dict:
 def _compile(build_dir: Path, todo: dict, root: Path, jobs: int):
     """Each variant of `todo` ({digest: request}) compiled by a process of its own, `jobs` at
     once; on success its manifest and log are moved into place."""
-    if not todo:
-        return
     from concurrent.futures import ThreadPoolExecutor
 
     def one(digest, request):
@@ -286,12 +243,7 @@ def _compile(build_dir: Path, todo: dict, root: Path, jobs: int):
         path.unlink(missing_ok=True)
         log = (f"python -m ablate.build.cute_aot ({request['variant']}: meta {request['meta']}, "
                f"arch {request['arch']})\n" + run.stdout + strip_colours(run.stderr))
-        if run.returncode == 0 and (build_dir / f"{digest}{SUFFIX}").is_file():
-            (build_dir / f"{digest}.log").write_text(log)
-            (build_dir / f"{digest}.failed.log").unlink(missing_ok=True)
-        else:
-            (build_dir / f"{digest}{SUFFIX}").unlink(missing_ok=True)
-            (build_dir / f"{digest}.failed.log").write_text(log + f"\nerror: the CuTe DSL compile exited {run.returncode}\n")
+        manifests.settle(build_dir, digest, SUFFIX, log, run.returncode, "CuTe DSL")
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for f in [pool.submit(one, d, r) for d, r in todo.items()]:
@@ -356,7 +308,7 @@ def compile_instance(obj, module, described, meta, arch):
     elif is_jit(obj):
         args, kwargs = fake_args(obj, described, meta)
     else:
-        raise SystemExit(f"error: {spec.CUTE} is no @cute.jit function, so the spec must say how to call it "
+        raise SystemExit(f"error: {module.CUTE} is no @cute.jit function, so the spec must say how to call it "
                          "(compile_args(shape, meta) -> (args, kwargs))")
     if is_jit(obj):
         return cute.compile(obj, *args, **kwargs, options=f"--enable-tvm-ffi --gpu-arch {arch}")

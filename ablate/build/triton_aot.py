@@ -23,9 +23,7 @@ build log, with the function's name replaced by the instance's, so that ablate/b
 reads registers and spills per instance; the SASS is cuobjdump's of each cubin (sass.read).
 A GPU loads the very cubins (ablate/build/triton_launch.py).
 """
-import fcntl
 import functools
-import hashlib
 import importlib.metadata
 import json
 import os
@@ -36,7 +34,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ablate.build import ptxas, triton_target
+from ablate.build import manifests, triton_target
 
 SUFFIX = ".triton.json"
 # Compile options a pathology may override besides the function's constexprs (Triton's CUDAOptions).
@@ -149,50 +147,13 @@ def instance_of(spec, folder, shape, capability=90) -> str | None:
 def build(variants, build_dir: Path, jobs: int, kernel, root, arch: str, result):
     """{variant name: `result` (compile.BuildResult)} of a Triton plugin's variants, built in
     `build_dir` for `arch` (sm_90: Triton's capability 90), each compiled in a process of its own
-    (`jobs` at once; 0: one per CPU) unless its manifest is there already."""
-    root = Path(root).resolve()
-    build_dir.mkdir(parents=True, exist_ok=True)
+    (`jobs` at once; 0: one per CPU) unless its manifest is there already (ablate/build/manifests.py)."""
     capability = int(re.match(r"^sm_(\d+)a?$", arch).group(1))
-    plans = {}
-    for variant in variants:
-        try:
-            request = request_of(variant, kernel, capability)
-        except ValueError as e:
-            plans[variant.name] = (variant, None, str(e))
-            continue
-        plans[variant.name] = (variant, request, digest_of(request, kernel))
-    todo = {}
-    with open(build_dir / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        for name, (variant, request, digest) in plans.items():
-            if request is not None and not (build_dir / f"{digest}{SUFFIX}").is_file():
-                todo.setdefault(digest, request)
-        _compile(build_dir, todo, root, jobs or os.cpu_count() or 1)
-        # Read while the lock is held, as compile.build does: another build of this folder
-        # (the tests' two processes share one) would rewrite a failure's log.
-        return _results(plans, todo, build_dir, arch, result)
-
-
-def _results(plans, todo, build_dir, arch, result):
-    """{variant name: `result`} of the planned variants, read off the folder (its lock held):
-    built where its manifest and log are there, else build_failed with its failure's log."""
-    results = {}
-    for name, (variant, request, digest) in plans.items():
-        if request is None:  # the variant cannot be planned: its meta names nothing of the kernel's
-            failed = build_dir / f"{variant.name}.failed.log"
-            failed.write_text(f"error: {digest}\n")
-            results[name] = result(name, "build_failed", build_dir / "none.triton.json", failed.read_text(),
-                                        failed, False, arch, "")
-            continue
-        lib, log_path = build_dir / f"{digest}{SUFFIX}", build_dir / f"{digest}.log"
-        failed_log = build_dir / f"{digest}.failed.log"
-        ok = lib.is_file() and log_path.is_file()
-        log = (log_path if ok else failed_log).read_text(errors="replace") if (log_path if ok else failed_log).exists() \
-            else "the Triton compile left no log"
-        results[name] = result(name, "built" if ok else "build_failed", lib, log,
-                                    log_path if ok else failed_log, ok and digest not in todo, arch, digest,
-                                    ptxas.parse(log, demangle_names=False) if ok else {})
-    return results
+    return manifests.build(variants, build_dir, arch, result, suffix=SUFFIX, who="Triton",
+                           plan=lambda variant: request_of(variant, kernel, capability),
+                           digest=lambda request: digest_of(request, kernel),
+                           compile_all=lambda todo: _compile(build_dir, todo, Path(root).resolve(),
+                                                             jobs or os.cpu_count() or 1))
 
 
 def request_of(variant, kernel, capability) -> dict:
@@ -237,17 +198,7 @@ def versions() -> str:
 
 
 def digest_of(request, kernel) -> str:
-    h = hashlib.sha256()
-    # Not the folder's path: its Python is hashed below, by names relative to it, so that two
-    # checkouts (or copies of a plugin) share a build in the build cache.
-    described = {k: v for k, v in request.items() if k != "kernel_dir"}
-    h.update(json.dumps(described, sort_keys=True).encode() + b"\0" + versions().encode() + b"\0")
-    h.update(Path(__file__).read_bytes())
-    folder = Path(kernel.dir).resolve()
-    for path in sorted(folder.rglob("*.py")):
-        if "__pycache__" not in path.parts:
-            h.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
+    return manifests.digest(request, kernel.dir, versions(), Path(__file__))
 
 
 def fork_outputs(request: Path) -> tuple[Path, Path, Path]:
@@ -260,8 +211,6 @@ def _compile(build_dir: Path, todo: dict, root: Path, jobs: int):
     """Each variant of `todo` ({digest: request}) compiled in a process of its own, `jobs` at
     once, forked by one process that imports torch and Triton once (ablate/build/triton_forks.py);
     on success its manifest and log are moved into place."""
-    if not todo:
-        return
     requests = {}
     for digest, request in todo.items():
         requests[digest] = build_dir / f".{digest}.request.json"
@@ -279,12 +228,7 @@ def _compile(build_dir: Path, todo: dict, root: Path, jobs: int):
         for f in (requests[digest], *files):
             f.unlink(missing_ok=True)
         log = f"python -m ablate.build.triton_aot ({request['variant']}: meta {request['meta']})\n" + out + err
-        if returncode == 0 and (build_dir / f"{digest}{SUFFIX}").is_file():
-            (build_dir / f"{digest}.log").write_text(log)
-            (build_dir / f"{digest}.failed.log").unlink(missing_ok=True)
-        else:
-            (build_dir / f"{digest}{SUFFIX}").unlink(missing_ok=True)
-            (build_dir / f"{digest}.failed.log").write_text(log + f"\nerror: the Triton compile exited {returncode}\n")
+        manifests.settle(build_dir, digest, SUFFIX, log, returncode, "Triton")
 
 
 # ---- the compile process ----------------------------------------------------------------------
