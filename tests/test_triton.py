@@ -112,12 +112,14 @@ def test_a_build_reads_its_results_while_it_holds_the_folders_lock(built, monkey
     """As compile.build does: the tests' two processes share the kept folder, and another
     build of it would rewrite a failure's log while this one reads it."""
     build_dir, jobs, _ = built
-    probes, real = [], triton_aot.ptxas.parse
+    from ablate.build import manifests
+
+    probes, real = [], manifests.ptxas.parse
 
     def parse(log, **kwargs):  # called as each built result is read
         probes.append(lock_state(build_dir))
         return real(log, **kwargs)
-    monkeypatch.setattr(triton_aot.ptxas, "parse", parse)
+    monkeypatch.setattr(manifests.ptxas, "parse", parse)
     build(jobs["no_tma"].variants, jobs["no_tma"].build, MATMUL, ROOT)
     assert probes == ["held", "held"]  # the base and no_tma, each read under the lock
 
@@ -157,8 +159,10 @@ def test_a_meta_parameter_the_kernel_lacks_fails_its_build_naming_it(tmp_path):
 
 
 def test_meta_is_checked_and_belongs_to_triton_kernels():
+    with pytest.raises(ValueError, match="pathology 'p': meta.num_warps must be a number, a bool or .* for a Triton kernel, got 'four'"):
+        check_language(MATMUL, variant_from_cfg({"p": {"meta": {"num_warps": "four"}}}, MATMUL.dir))
     with pytest.raises(VariantError, match="meta.num_warps must be a number"):
-        variant_from_cfg({"p": {"meta": {"num_warps": "four"}}}, MATMUL.dir)
+        variant_from_cfg({"p": {"meta": {"num_warps": ["four"]}}}, MATMUL.dir)
     with pytest.raises(VariantError, match="fraction_of_base must be a number in"):
         variant_from_cfg({"p": {"meta": {"num_warps": {"fraction_of_base": 2}}}}, MATMUL.dir)
     with pytest.raises(VariantError, match="meta.GROUP_M=1 conflicts with GROUP_M=4"):

@@ -227,6 +227,11 @@ def check_language(plugin, variant) -> None:
                 if key not in LANGUAGE_FIELDS[plugin.language] and spec.get(key) not in (None, {}, [], ""):
                     raise ValueError(f"pathology '{name}': {key} is for {language} kernels, and kernel "
                                      f"{plugin.name!r} is a {plugin.language} kernel")
+        if plugin.language == "triton":  # a string or null is a CuTe DSL configuration field's, not a constexpr's
+            for key, value in (spec.get("meta") or {}).items():
+                if value is None or isinstance(value, str):
+                    raise ValueError(f"pathology '{name}': meta.{key} must be a number, a bool or "
+                                     f"{{fraction_of_base: F}} for a Triton kernel, got {value!r}")
 
 
 def not_applicable_of(cfg, plugin) -> dict:
