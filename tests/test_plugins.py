@@ -209,8 +209,10 @@ def test_the_sanitizer_builds_none_of_what_the_kernel_declares_not_applicable(tm
     yaml = tmp_path / "kernels" / "far_kernel" / "conf" / "kernel" / "far_kernel.yaml"
     yaml.write_text(yaml.read_text() + "  not_applicable:\n    regs_capped: its registers are the test's\n")
     asked = []
+    from types import SimpleNamespace
+
     monkeypatch.setattr(compile_mod, "build", lambda variants, *a: asked.extend(v.name for v in variants) or
-                        {v.name: f"built {v.name}" for v in variants})
+                        {v.name: SimpleNamespace(ok=True, name=f"built {v.name}") for v in variants})
     plugin, dirs, _ = plugins.tool_kernel("far_kernel", [str(tmp_path / "kernels")], [])
     _, builds, declared = sanitize.build_pathologies(plugin, ["none", "regs_capped", "scalar_loads"], (), dirs)
     assert declared == {"regs_capped": "its registers are the test's"}
