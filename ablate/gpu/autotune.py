@@ -234,11 +234,18 @@ def time_candidates(plugin, request, bench) -> Result:
     n_sets = timing.input_set_count(bench.get("l2", "cold"), props.L2_cache_size, kspec.bytes_moved(shape))
     sets = timing.make_inputs(kspec, shape, n_sets, seed + 1, "cuda")
     launchers, skipped, optional = timing.candidates(kspec, sets, shape, kernels, request.get("peers", []))
-    order = list(np.random.default_rng(seed).permutation(list(launchers)))
-    samples, _, _ = timing.measure({n: launchers[n] for n in order}, n_sets,
-                                   {"warmup": bench.get("warmup", 5), "samples": bench.get("samples", 20),
-                                    "min_sample_us": bench.get("min_sample_us", 2000)}, optional=optional)
-    times = {n: float(np.median(samples[n])) for n in kernels}
+    order = [str(n) for n in np.random.default_rng(seed).permutation(list(launchers))]
+    # a candidate whose graph cannot be captured is dropped, named, as a peer is
+    samples, _, dropped = timing.measure({n: launchers[n] for n in order}, n_sets,
+                                         {"warmup": bench.get("warmup", 5), "samples": bench.get("samples", 20),
+                                          "min_sample_us": bench.get("min_sample_us", 2000)},
+                                         optional=[*optional, *kernels])
+    rejected.update({n: why for n, why in dropped.items() if n in kernels})
+    times = {n: float(np.median(samples[n])) for n in kernels if n in samples}
+    if not times:
+        return Result("crashed", {"failed_side": "base", "autotune": "failed"},
+                      error=f"{plugin.name}: no candidate could be timed at {shape}: "
+                            + "; ".join(f"{n} {why}" for n, why in rejected.items()))
     peer = next((p for p in request.get("peers", []) if p in samples), None)
     record = {"candidate": min(times, key=times.get), "times_us": times, "rejected": rejected,
               "gpu": props.name, "peer": peer, "peer_us": float(np.median(samples[peer])) if peer else None}

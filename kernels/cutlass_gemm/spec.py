@@ -16,7 +16,7 @@ DTYPES = {"fp16": 0, "bf16": 1}  # the ABI's dtype codes
 WORK = "fp16_tensor"
 PARAMS = {"dtype": lambda shape: DTYPES[shape["dtype"]]}
 ALIGN = 8  # elements per 16 bytes: TMA needs 16-byte aligned row strides (k for a and b, n for d)
-SMS = 132  # the SM count spec.choice assumes (H100 SXM, H200); the kernel reads its GPU's own
+SMS = 132  # the SM count the wave model of `candidates` assumes (H100 SXM, H200); the kernel reads its GPU's own
 
 # CUTLASS's headers want these (its own CMake passes them): constexpr host functions called in
 # device code, and its debug asserts off.
@@ -95,9 +95,9 @@ PEERS = {"torch_matmul": _matmul}
 # kept per GPU model, shape and plugin sources (ablate/gpu/autotune.py; docs/design.md,
 # "Configurations by measurement"). Static mode builds DEFAULT_CANDIDATE(shape).
 FORCE_MACRO = "ABLATE_GEMM_FORCE"
-# Every configuration base/cutlass_gemm.cu defines, by its index (Candidate<I>); a tool may force any
-# (tools/gemm_candidates.py). What each read where, and why most were left out of the table that
-# chose by shape until 2026-12-02: docs/history/ (the fourth to the twenty-first sessions).
+# Every configuration base/cutlass_gemm.cu defines, by its index (Candidate<I>). What each read
+# where, and why most were left out of the table that chose by shape until 2026-12-02:
+# docs/history/2026-12-02-gemm-tables.md (the reasons as the table kept them).
 INDEX = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 5, "streamk_n64": 6,
          "wide": 7, "large_1x2": 8, "large_2x2": 9, "n192": 10, "n192_1x2": 11, "n192_2x1": 12,
          "skinny_splitk": 13, "swap_n16": 14, "swap_n32": 15, "n144": 16, "n128_2x1": 17,
