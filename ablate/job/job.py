@@ -159,9 +159,11 @@ def timed_candidates(job) -> bool:
 
 
 def with_tuned(job, record=None, failed=None) -> Job:
-    """The job on its autotuner's pick (ablate/gpu/autotune.py): every variant's base_meta the
-    record's `meta` with the spec's META over it, the record kept (`tuned`); or, where the
-    autotuner failed at the shape, the job marked `failed` with why (it builds nothing)."""
+    """The job on its tuned base (ablate/gpu/autotune.py), the record kept (`tuned`): the fastest of
+    its kernel's CANDIDATES (every variant built on it, what does not apply there worked out again),
+    or its autotuner's pick (every variant's base_meta the record's `meta` with the spec's META over
+    it); or, where the tuning failed at the shape, the job marked `failed` with why (it builds
+    nothing)."""
     if failed:
         return replace(job, failed=failed)
     if not record:
