@@ -3,7 +3,7 @@ shapes of its grid (conf/shape: decode_m*, odd_*, sq2k_*), the base a job builds
 (static mode's guess: spec.DEFAULT_CANDIDATE, ablate/job/candidates.py), the pathologies that keep their meaning or
 are declared not applicable there, every candidate compiled for sm_90 with every instance,
 and the candidates tool's choice of shapes. The rules are a reasoned first choice until the
-H100's figures (kernels/matmul_triton/tools/candidates.py) set them: a change of RULES changes
+H100's figures (every candidate timed with cuBLAS over the grid) set them: a change of RULES changes
 the expectations below with it."""
 from pathlib import Path
 from types import SimpleNamespace
@@ -131,19 +131,21 @@ def test_pathologies_without_meaning_at_a_configuration_are_declared_not_applica
     assert "one row of output tiles" in job.opted_out["no_grouping"]
 
 
-def test_the_candidates_tool_picks_shapes_by_glob_and_refuses_unknown_ones():
+def test_the_candidates_tool_takes_matmul_tritons_shapes_and_candidates():
+    """tools/gemm_candidates.py times any kernel's candidates: matmul_triton's by glob over its grid."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("candidates", MATMUL.dir / "tools" / "candidates.py")
+    spec = importlib.util.spec_from_file_location("gemm_candidates", ROOT / "tools" / "gemm_candidates.py")
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
     names = tool.shape_names(MATMUL, "decode_m1*,sq2k_*,decode_m1_bf16")
     assert names == ["decode_m128_bf16", "decode_m128_down_bf16", "decode_m16_bf16", "decode_m16_down_bf16",
                      "decode_m1_bf16", "decode_m1_fp16", "sq2k_bf16", "sq2k_fp16"]
-    with pytest.raises(SystemExit, match="'nope_\\*' names no shape of matmul_triton"):
+    with pytest.raises(SystemExit, match="'nope_\\*' matches no shape of matmul_triton"):
         tool.shape_names(MATMUL, "nope_*")
+    assert tool.chosen_candidates(SPEC, None, shape("sq2k_bf16")) == list(SPEC.CANDIDATES)
     with pytest.raises(SystemExit, match=r"--candidates: \['huge'\] are not in spec.CANDIDATES"):
-        tool.main(["--candidates", "huge", "--build-only"])
+        tool.chosen_candidates(SPEC, "huge", shape("sq2k_bf16"))
 
 
 def test_every_candidate_compiles_for_sm_90_with_every_instance():

@@ -44,8 +44,9 @@ SANITIZE_SHAPES = [{"m": 256, "n": 384, "k": 208, "dtype": "fp16"}, {"m": 256, "
 # PERSISTENT). Shared memory per program is (BLOCK_M + BLOCK_N) x BLOCK_K x 2 bytes a stage
 # plus the C tile for its TMA store, within the H100's 227 KiB: wide 3 x 48 + 64 = 208 KiB.
 # On a GPU each is built for the shape and timed there (ablate/gpu/autotune.py), the fastest the
-# base; tools/candidates.py (this folder) times every one of them and cuBLAS over the grid of
-# conf/shape; its figures set the rules of `choose` (RULES), static mode's guess.
+# base; tools/gemm_candidates.py --kernel matmul_triton times every one of them and cuBLAS at any
+# shapes (the figures that set the rules of `choose`, RULES, static mode's guess, came from its
+# predecessor in this folder).
 CANDIDATES = {
     # the large shapes' (META): 128 x 256 on 2 warpgroups, measured 0.98-1.01x of cuBLAS at
     # sq4k, sq8k and prefill (docs/benchmarks.md)
@@ -87,7 +88,7 @@ def tiles(shape, meta):
 # The choice, as data: for the first row whose `m` bound holds the shape's m, the first
 # candidate whose output tiles at the shape number at least its `waves` of NUM_SMS programs
 # (the last one of the row where none does). Set from every candidate timed against cuBLAS
-# over the grid (tools/candidates.py, this folder; H100 80GB HBM3, 2026-11-26; time / cuBLAS's,
+# over the grid (this folder's tools/candidates.py until 2026-12-02; H100 80GB HBM3, 2026-11-26; time / cuBLAS's,
 # lower is faster; docs/benchmarks.md, "matmul_triton by shape"):
 # - m <= 16: 16 x 128 tiles where they make 0.8 of a wave (n = 14336: 112 programs; m = 1
 #   0.989-0.997, m = 16 0.966, against 16 x 64's 1.013-1.030), else 16 x 64 (n = 4096, k =
