@@ -64,9 +64,16 @@ def run_job(job) -> Result:
         if job.tuned:
             params["autotune_gpu"] = str(job.tuned.get("gpu"))
             params["autotune_configs_timed"] = str(job.tuned.get("configs_timed"))
-    elif job.base.base_meta:  # a configuration chosen by shape (spec.base_meta)
+    elif job.base.base_meta:  # a configuration chosen by shape (spec.base_meta, or one of CANDIDATES)
         params["base_meta"] = json.dumps(job.base.base_meta, sort_keys=True)
-        params["base_meta_from"] = "spec.base_meta(shape)"
+        params["base_meta_from"] = "spec.base_meta(shape)" if job.candidate is None else "candidate"
+    if job.candidate is not None:  # the configuration its base runs (ablate/job/candidates.py)
+        params["base_candidate"] = job.candidate
+        params["base_candidate_from"] = "timed" if job.tuned else "spec.DEFAULT_CANDIDATE"
+        if job.tuned:
+            params["autotune_gpu"] = str(job.tuned.get("gpu"))
+            params["autotune_configs_timed"] = str(len(job.tuned.get("times_us", {})))
+            params["autotune_s"] = str(job.tuned.get("seconds"))
     info = variant_info(var.lib, job.plugin.spec, job.variant.pathologies)
     artifacts = {"ptxas.log": var.log, "variant_info.json": json.dumps(info, indent=1)}
     params["build_cached"] = var.cached

@@ -21,19 +21,19 @@ TEST_PATHOLOGIES = ["broken_build", "noop", "unfingerprinted"]  # tests/conf/pat
 # nvcc flags every variant of a kernel is built with here (build.flags, so that a launch-only
 # variant still builds the base's code), where the whole build would be most of the CI's time:
 # cutlass_gemm's pathologies and its base are compiled with the FP16 instances alone (the BF16
-# ones are the same templates on another element type; the fingerprints name the FP16 ones).
-# Its base is also built whole (`whole`), after them, for the tests of its instances and table.
-# Measured on the 2-core CPU (2026-11-28, nvcc 13.0, one compile at a time): a whole build
-# 423 s (cicc 303 s), FP16 alone 359 s (cicc 258 s), the headers alone 83 s and one instance
-# alone 140 s. A configuration's second element type is cheap (its layouts, the same for two
-# 2-byte types, are already instantiated), so FP16 alone saves ~15% of each build. The GPU
-# tests and the sanitizer build every variant whole.
+# ones are the same templates on another element type). A build that names no shape compiles one
+# configuration, large (spec.CANDIDATES: the kernel's FORCE_MACRO unset), which every fingerprint
+# names. Its base is also built whole (`whole`), after them, for the tests of its instances.
+# Measured on the 2-core CPU (2026-11-28, nvcc 13.0, one compile at a time, the table's ~20
+# configurations in one unit then): a whole build 423 s (cicc 303 s), FP16 alone 359 s, the
+# headers alone 83 s and one instance alone 140 s; one configuration in both types, as now, ~3
+# minutes of a core and 3.6 GB (2026-12-02).
 NARROWED = {"cutlass_gemm": ["-DABLATE_GEMM_FP16_ONLY=1"]}
 # Variants not built here, and why: the calibrations are ablate's own header beside the kernel
 # (attention's builds check them); in cutlass_gemm each is one more build of its templates.
 NOT_BUILT = {"cutlass_gemm": {
     name: "a calibration (ablate/include/ablate/calibration_null.cuh beside the kernel): checked on "
-          "attention's builds; here it would be one more ~6-minute build of CUTLASS's templates"
+          "attention's builds; here it would be one more ~3-minute build of CUTLASS's templates"
     for name in ("no_effect", "twice")}}
 
 

@@ -1,9 +1,9 @@
 """matmul_triton's configuration chosen by shape, on the CPU: the rules of spec.RULES at the
 shapes of its grid (conf/shape: decode_m*, odd_*, sq2k_*), the base a job builds at each
-(spec.base_meta, ablate/job/job.py's shape_base), the pathologies that keep their meaning or
+(static mode's guess: spec.DEFAULT_CANDIDATE, ablate/job/candidates.py), the pathologies that keep their meaning or
 are declared not applicable there, every candidate compiled for sm_90 with every instance,
 and the candidates tool's choice of shapes. The rules are a reasoned first choice until the
-H100's figures (kernels/matmul_triton/tools/candidates.py) set them: a change of RULES changes
+H100's figures (every candidate timed with cuBLAS over the grid) set them: a change of RULES changes
 the expectations below with it."""
 from pathlib import Path
 from types import SimpleNamespace
@@ -51,13 +51,13 @@ def test_the_large_shapes_keep_the_measured_base():
     """sq4k, sq8k and prefill were measured at 0.98-1.01x of cuBLAS with META (issue 37): the
     choice leaves them on it, so their ablations stay comparable."""
     for n in ("sq4k_fp16", "sq4k_bf16", "sq8k_fp16", "sq8k_bf16", "prefill_fp16", "prefill_bf16"):
-        assert SPEC.choose(shape(n)) == "wide" and SPEC.base_meta(shape(n)) == SPEC.META, n
+        assert SPEC.choose(shape(n)) == "wide" and SPEC.base_meta_of(SPEC.choose(shape(n))) == SPEC.META, n
     assert SPEC.CANDIDATES["wide"] == {}
 
 
 def test_each_rule_picks_its_configuration():
     """One shape per rule of spec.RULES; undoing a rule (or an m bound) changes its pick."""
-    pick = {n: SPEC.base_meta(shape(n)) for n in MATMUL.options("shape")}
+    pick = {n: SPEC.base_meta_of(SPEC.choose(shape(n))) for n in MATMUL.options("shape")}
     # m <= 16: 16 x 128 where that is 0.8 of a wave (n 14336: 112 tiles), else 16 x 64 (n 4096)
     for n in ("decode_m1_bf16", "decode_m1_fp16", "decode_m16_bf16"):
         assert (pick[n]["BLOCK_M"], pick[n]["BLOCK_N"]) == (16, 128), n
@@ -90,7 +90,7 @@ def test_every_candidate_fits_the_h100s_shared_memory():
 
 def test_a_job_builds_the_base_of_its_shape_and_the_pathologies_over_it():
     job = make_job(compose("decode_m64_bf16", "narrow_tiles"), "decode_m64_bf16")
-    assert job.base.base_meta == SPEC.base_meta(shape("decode_m64_bf16"))
+    assert job.base.base_meta == SPEC.base_meta_of(SPEC.choose(shape("decode_m64_bf16")))
     assert job.variant.base_meta == job.base.base_meta and job.base.base_meta["BLOCK_M"] == 64
     from ablate.build.triton_aot import effective_meta
 
@@ -131,19 +131,21 @@ def test_pathologies_without_meaning_at_a_configuration_are_declared_not_applica
     assert "one row of output tiles" in job.opted_out["no_grouping"]
 
 
-def test_the_candidates_tool_picks_shapes_by_glob_and_refuses_unknown_ones():
+def test_the_candidates_tool_takes_matmul_tritons_shapes_and_candidates():
+    """tools/gemm_candidates.py times any kernel's candidates: matmul_triton's by glob over its grid."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("candidates", MATMUL.dir / "tools" / "candidates.py")
+    spec = importlib.util.spec_from_file_location("gemm_candidates", ROOT / "tools" / "gemm_candidates.py")
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
     names = tool.shape_names(MATMUL, "decode_m1*,sq2k_*,decode_m1_bf16")
     assert names == ["decode_m128_bf16", "decode_m128_down_bf16", "decode_m16_bf16", "decode_m16_down_bf16",
                      "decode_m1_bf16", "decode_m1_fp16", "sq2k_bf16", "sq2k_fp16"]
-    with pytest.raises(SystemExit, match="'nope_\\*' names no shape of matmul_triton"):
+    with pytest.raises(SystemExit, match="'nope_\\*' matches no shape of matmul_triton"):
         tool.shape_names(MATMUL, "nope_*")
+    assert tool.chosen_candidates(SPEC, None, shape("sq2k_bf16")) == list(SPEC.CANDIDATES)
     with pytest.raises(SystemExit, match=r"--candidates: \['huge'\] are not in spec.CANDIDATES"):
-        tool.main(["--candidates", "huge", "--build-only"])
+        tool.chosen_candidates(SPEC, "huge", shape("sq2k_bf16"))
 
 
 def test_every_candidate_compiles_for_sm_90_with_every_instance():
@@ -173,7 +175,7 @@ def test_the_benchmark_times_each_shape_on_the_base_of_that_shape():
 
     default = make_job(plugins.compose("matmul_triton", ["pathology=none", "mode=static"]), "sq4k_fp16")
     here = shape_base_job(MATMUL, [], ["mode=static", "build.arch=sm_90"], "decode_m1_bf16", default)
-    assert here.shape == shape("decode_m1_bf16") and here.base.base_meta == SPEC.base_meta(shape("decode_m1_bf16"))
+    assert here.shape == shape("decode_m1_bf16") and here.base.base_meta == SPEC.base_meta_of(SPEC.choose(shape("decode_m1_bf16")))
     assert default.base.base_meta == SPEC.META
     rmsnorm = plugins.load("rmsnorm")
     assert shape_base_job(rmsnorm, [], [], "whatever", "the default job") == "the default job"
@@ -197,5 +199,6 @@ def test_every_pathology_keeps_its_fingerprint_on_a_skinny_base_or_is_declared_n
             assert r.status == "not_applicable", (name, r.status, r.error)
             continue
         assert r.status == "static" and r.metrics["fingerprint_ok"] == 1, (name, r.status, r.error)
-        assert r.params["base_meta_from"] == "spec.base_meta(shape)"
-        assert '"BLOCK_M": %d' % SPEC.base_meta(shape(shape_name))["BLOCK_M"] in r.params["base_meta"]
+        assert r.params["base_meta_from"] == "candidate" and r.params["base_candidate"] == SPEC.choose(shape(shape_name))
+        assert r.params["base_candidate_from"] == "spec.DEFAULT_CANDIDATE"
+        assert '"BLOCK_M": %d' % SPEC.base_meta_of(SPEC.choose(shape(shape_name)))["BLOCK_M"] in r.params["base_meta"]

@@ -232,15 +232,19 @@ def test_the_sanitizer_reports_a_drivers_exception_not_its_frames():
 
 def test_the_sanitizer_runs_a_pathology_at_no_shape_the_spec_says_it_does_not_apply_at():
     """A seam of cutlass_gemm's large configuration alone has the base's code where another
-    configuration runs (an instance that cannot launch in its build: test_cutlass_gemm)."""
+    configuration runs: on a build of large (the default shape's, every pathology's in the
+    sanitizer) it runs at every shape; on another configuration, at none."""
     from ablate.tools import sanitize
 
     plugin, _, _ = plugins.tool_kernel("cutlass_gemm", [], [])
     shapes = [plugin.spec.validate_shape(dict(s)) for s in plugin.spec.SANITIZE_SHAPES]
-    configs = [plugin.spec.choice(s) for s in shapes]
     assert sanitize.not_run_at(plugin, "no_launch_bounds", shapes) == {}  # the spec's answer alone: it applies
-    assert sorted(sanitize.not_run_at(plugin, "cluster_2x1", shapes)) == [i for i, c in enumerate(configs) if c != "large"]
+    assert sanitize.not_run_at(plugin, "cluster_2x1", shapes, candidate="large") == {}
+    assert sorted(sanitize.not_run_at(plugin, "cluster_2x1", shapes, candidate="swap_n64")) == list(range(len(shapes)))
+    defaults = [plugin.spec.DEFAULT_CANDIDATE(s) for s in shapes]
+    assert sorted(sanitize.not_run_at(plugin, "cluster_2x1", shapes)) == [i for i, c in enumerate(defaults) if c != "large"]
     assert sanitize.not_run_at(plugin, "none", shapes) == {} == sanitize.not_run_at(plugin, "two_stages", shapes)
+    assert sanitize.not_run_at(plugin, "none@swap_n64", shapes) == {}
 
 
 def test_the_sanitizer_runs_the_shapes_its_globs_name_and_refuses_one_that_names_none():
@@ -249,10 +253,10 @@ def test_the_sanitizer_runs_the_shapes_its_globs_name_and_refuses_one_that_names
     plugin, _, _ = plugins.tool_kernel("cutlass_gemm", [], [])
     every = sanitize.chosen_shapes(plugin, None)
     assert len(every) == len(plugin.spec.SANITIZE_SHAPES)
-    chosen = sanitize.chosen_shapes(plugin, "m=37 *,m=200 * bf16")
-    assert [(s["m"], s["n"], s["dtype"]) for s in chosen] == [(37, 200, "fp16"), (200, 2200, "bf16")]
+    chosen = sanitize.chosen_shapes(plugin, "m=9 *,m=133 * bf16")
+    assert [(s["m"], s["n"], s["dtype"]) for s in chosen] == [(9, 264, "fp16"), (133, 1352, "bf16")]
     with pytest.raises(SystemExit, match=r"--shapes: 'm=38 \*' matches no sanitizer shape of cutlass_gemm; its shapes: m=9 n=264"):
-        sanitize.chosen_shapes(plugin, "m=37 *,m=38 *")
+        sanitize.chosen_shapes(plugin, "m=9 *,m=38 *")
 
 
 def test_the_sanitizer_runs_no_neighbour_the_arch_cannot_launch():

@@ -344,6 +344,8 @@ def compile_command(variant, build_cfg, kernel, arch: str, root, seams_header=No
         command += ["-include", _shown(seams_header, root)]
     for header in variant.headers:
         command += ["-include", header]
+    # the candidate configuration the job's shape runs (ablate/job/candidates.py), then the pathologies'
+    command += [f"-D{name}={value}" for name, value in getattr(variant, "base_macros", {}).items()]
     command += [f"-D{name}={value}" for name, value in variant.macros.items()]
     if regs_cap is not None:
         command.append(f"-DABLATE_REGS_CAP={int(regs_cap)}")

@@ -241,10 +241,10 @@ def checked_gpu_job(spec):
     caught exception hid) is raised in this job, which is then crashed, never in the next."""
     import torch
 
-    if "autotune" in spec:  # an autotuned Triton kernel's base at a shape: its autotuner run here
+    if "autotune" in spec:  # a base at a shape: an autotuner run here, or the kernel's candidates timed
         from ablate.gpu import autotune
 
-        out = autotune.tune_job(spec["autotune"])
+        out = autotune.tune_job(spec["autotune"], spec.get("bench"))
     else:
         out = gpu_job(spec)
     torch.cuda.synchronize()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from ablate.job import plugins
+from ablate.job import candidates, plugins
 from ablate.job.variant import BASE, Variant, variant_from_cfg
 
 MODES = ("gpu", "static")
@@ -47,6 +47,9 @@ class Job:
     failed: str | None = None
     # cfg.insitu, checked, as plain data where it names a workload (ablate/gpu/insitu.py); None else
     insitu: dict | None = None
+    # The configuration its base runs, of a kernel that declares CANDIDATES (ablate/job/candidates.py):
+    # the spec's DEFAULT_CANDIDATE, or the fastest timed at the shape on a GPU (with_tuned); None else.
+    candidate: str | None = None
 
     @property
     def kernel(self) -> str:
@@ -119,15 +122,27 @@ def make_job(cfg, shape_name=None) -> Job:
     if tuned := shape_base(plugin, shape):
         variant, base = replace(variant, base_meta=tuned), replace(base, base_meta=tuned)
         made = {k: replace(v, base_meta=tuned) for k, v in made.items()}
+    candidate = None
+    if getattr(plugin.spec, "CANDIDATE_SETS", None):  # built on the one configuration its shape runs
+        candidate = candidates.default(plugin.spec, shape)
+        variant, base = (candidates.on(v, plugin.spec, candidate) for v in (variant, base))
+        made = {k: candidates.on(v, plugin.spec, candidate) for k, v in made.items()}
     for name in variant.pathologies:
         counters.check_when(variant.specs[name].get("counters"), list(shape), f"pathology '{name}'")
     name = shape_name or OmegaConf.select(cfg, "shape.name", default=None) or plugin.label(shape)
-    declared = not_applicable_of(cfg, plugin)
     return Job(plugin=plugin, shape=shape, shape_name=str(name), variant=variant, base=base,
                peers=tuple(peers), bench=OmegaConf.to_container(cfg.bench, resolve=True), mode=str(cfg.mode),
-               kernel_counters=tuple(kernel_counters), cfg=cfg, rests=made, insitu=insitu,
-               opted_out={**{p: why for p, why in declared.items() if p in variant.generic},
-                          **not_applicable_at(plugin, variant.pathologies, shape)})
+               kernel_counters=tuple(kernel_counters), cfg=cfg, rests=made, insitu=insitu, candidate=candidate,
+               opted_out=opted_out_of(cfg, plugin, variant, shape, candidate))
+
+
+def opted_out_of(cfg, plugin, variant, shape, candidate=None) -> dict:
+    """{pathology of the variant: why it does not apply}: a generic one the kernel's yaml opts out
+    of (kernel.not_applicable), or one its spec says has no meaning at this shape, where its base
+    runs `candidate`."""
+    declared = not_applicable_of(cfg, plugin)
+    return {**{p: why for p, why in declared.items() if p in variant.generic},
+            **not_applicable_at(plugin, variant.pathologies, shape, candidate)}
 
 
 def autotuned(job) -> bool:
@@ -137,14 +152,28 @@ def autotuned(job) -> bool:
             and job.mode == "gpu")
 
 
+def timed_candidates(job) -> bool:
+    """Whether the job's base is the fastest of its kernel's CANDIDATES at its shape, timed on a
+    GPU (mode=gpu; ablate/gpu/autotune.py)."""
+    return bool(getattr(job.plugin.spec, "CANDIDATE_SETS", None)) and job.mode == "gpu"
+
+
 def with_tuned(job, record=None, failed=None) -> Job:
-    """The job on its autotuner's pick (ablate/gpu/autotune.py): every variant's base_meta the
-    record's `meta` with the spec's META over it, the record kept (`tuned`); or, where the
-    autotuner failed at the shape, the job marked `failed` with why (it builds nothing)."""
+    """The job on its tuned base (ablate/gpu/autotune.py), the record kept (`tuned`): the fastest of
+    its kernel's CANDIDATES (every variant built on it, what does not apply there worked out again),
+    or its autotuner's pick (every variant's base_meta the record's `meta` with the spec's META over
+    it); or, where the tuning failed at the shape, the job marked `failed` with why (it builds
+    nothing)."""
     if failed:
         return replace(job, failed=failed)
     if not record:
         return job
+    if record.get("kind") == "candidates":  # the fastest of the spec's CANDIDATES at the shape
+        name, spec = record["candidate"], job.plugin.spec
+        variant = candidates.on(job.variant, spec, name)
+        return replace(job, variant=variant, base=candidates.on(job.base, spec, name),
+                       rests={k: candidates.on(v, spec, name) for k, v in job.rests.items()}, tuned=record,
+                       candidate=name, opted_out=opted_out_of(job.cfg, job.plugin, variant, job.shape, name))
     meta = {**record["meta"], **job.plugin.spec.META_DECLARED}  # the spec's META wins
     return replace(job, variant=replace(job.variant, base_meta=meta), base=replace(job.base, base_meta=meta),
                    rests={k: replace(v, base_meta=meta) for k, v in job.rests.items()},
@@ -253,15 +282,15 @@ def not_applicable_of(cfg, plugin) -> dict:
     return {str(k): str(v).strip() for k, v in declared.items()}
 
 
-def not_applicable_at(plugin, pathologies, shape) -> dict:
+def not_applicable_at(plugin, pathologies, shape, candidate=None) -> dict:
     """{pathology: why it does not apply at this shape}, as the kernel's spec says
-    (spec.not_applicable(pathology, shape): a reason, or None where it applies), e.g. a
-    pathology of code that the shape's instances do not have. ValueError for a reason that is
-    not a sentence."""
+    (spec.not_applicable(pathology, shape[, candidate]): a reason, or None where it applies), e.g.
+    a pathology of code that the configuration the shape runs does not have. ValueError for a
+    reason that is not a sentence."""
     says = getattr(plugin.spec, "not_applicable", None)
     out = {}
     for name in pathologies if says else ():
-        why = says(name, shape)
+        why = candidates.not_applicable(plugin.spec, name, shape, candidate)
         if why is None:
             continue
         if not isinstance(why, str) or not why.strip():

@@ -93,11 +93,18 @@ OPTIONAL = {
     "INOUTS": "names among OUTPUTS that the kernel also reads (default: TENSORS' inout, else none)",
     "SHAPE_DEFAULTS": "{field of SHAPE: value}: what a shape that leaves the field out means (default: "
                       "every field required)",
-    "not_applicable": "not_applicable(pathology, shape) -> why the pathology does not apply at this "
+    "not_applicable": "not_applicable(pathology, shape[, candidate]) -> why the pathology does not apply at this "
                       "shape (its job is not_applicable with that reason, nothing built), or None "
                       "(default: every pathology applies at every shape)",
     "base_meta": "base_meta(shape) -> a Triton kernel's base META at this shape (a configuration chosen by "
                  "shape; default: META at every shape)",
+    "CANDIDATES": "{name: configuration}: the configurations the base is the fastest of at a shape, timed on the "
+                  "GPU (a CUDA kernel's FORCE_MACRO value or {macro: value}, a Triton kernel's META overrides; "
+                  "default: none)",
+    "FORCE_MACRO": "the macro a CUDA kernel's build is given a candidate's value in (CANDIDATES)",
+    "DEFAULT_CANDIDATE": "the candidate the base runs where nothing is timed (static mode): a name, or "
+                         "a function of the shape (default: the first)",
+    "candidates": "candidates(shape) -> the candidates worth timing at this shape (default: all)",
     "label": "label(shape) -> a readable one-line description of a shape",
     "PEERS": "{name: make(shape) -> run(inputs)}: other implementations timed beside it",
     "DEFAULT_PEERS": "the peers a job times when bench.peers is null (default: all)",

@@ -35,6 +35,7 @@ import math
 from dataclasses import dataclass
 
 from ablate.build.abi import split_top
+from ablate.job import candidates
 
 ROLES = ("in", "out", "inout")
 # The kinds of work a kernel's speed can be held to: the GPU's measured ceiling of each
@@ -212,6 +213,10 @@ class Spec:
         self.LANGUAGE = "triton" if "TRITON" in own else "cute" if "CUTE" in own else "cuda"
         if self.LANGUAGE == "triton":
             self._triton(own)
+        try:  # the configurations its base is the fastest of at a shape (ablate/job/candidates.py)
+            self.CANDIDATE_SETS = candidates.declared(own, self.LANGUAGE, getattr(self, "META", None))
+        except candidates.CandidateError as e:
+            raise SpecError(str(e)) from None
         self.tensors = tensors_of(own["TENSORS"]) if "TENSORS" in own else None
         if self.LANGUAGE == "cute":
             self._cute(own)

@@ -76,6 +76,9 @@ class Variant:
     # An autotuned Triton kernel's base META for the job's shape (its autotuner's pick on a
     # GPU: ablate/build/triton_autotune.py), in place of spec.META; {}: spec.META.
     base_meta: dict = field(default_factory=dict)
+    # A CUDA kernel's candidate configuration for the job's shape (ablate/job/candidates.py): the
+    # macros its base (and so every variant of the job) is built with, before the pathologies' own.
+    base_macros: dict = field(default_factory=dict)
 
     @property
     def is_base(self) -> bool:

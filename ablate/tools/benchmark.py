@@ -109,11 +109,12 @@ def build_base(job):
 
 def shape_base_job(plugin, kernel_path, overrides, shape_name, default):
     """The job whose base runs `shape_name`: the default shape's `default` where the kernel's
-    base is one at every shape, else a job composed at that shape (a Triton spec's
-    base_meta(shape): a configuration chosen by shape)."""
+    base is one at every shape, else a job composed at that shape (its CANDIDATES: the fastest
+    timed there, on a GPU; a Triton spec's base_meta(shape): a configuration chosen by shape)."""
     from ablate.pipeline import job_of
 
-    if getattr(plugin.spec, "base_meta", None) is None or plugin.language != "triton":
+    by_shape = getattr(plugin.spec, "base_meta", None) is not None and plugin.language == "triton"
+    if not by_shape and not getattr(plugin.spec, "CANDIDATE_SETS", None):
         return default
     cfg = plugins.compose(plugin.name, ["pathology=none", f"shape={shape_name}", *overrides], kernel_path)
     return job_of(cfg, shape_name)
@@ -237,7 +238,13 @@ def run(args, argv):
         here = shape_base_job(plugin, kernel_path, overrides, name, job)
         lib = build_base(here)
         kernel = kernels.setdefault(str(lib), load(lib, plugin.spec))
-        if here.base.base_meta:  # a configuration chosen by shape: which one this shape's base is
+        if here.failed:
+            raise SystemExit(f"the base cannot run {name}: {here.failed}")
+        if here.candidate is not None:  # which of the kernel's configurations this shape's base is
+            notes.append(f"{name}: base {here.candidate} ("
+                         + (f"the fastest of {len(here.tuned['times_us'])} timed, {here.tuned['seconds']} s)"
+                            if here.tuned else "static mode's default)"))
+        elif here.base.base_meta:  # a configuration chosen by shape: which one this shape's base is
             notes.append(f"{name}: base META {json.dumps(here.base.base_meta, sort_keys=True)}")
         gate = check(kernel, shape, cfg.bench.tolerance, seed=cfg.bench.seed)
         if not gate["ok"]:

@@ -2,8 +2,11 @@
 
     python -m ablate.tools.sanitize [--kernel NAME] [--tools memcheck,racecheck]
                               [--pathologies a,b] [--shapes 'm=37 *,m=133 *'] [--jobs 4]
+                              [--candidates all|a,b]
 
-builds every variant (ablate.build.compile), runs `compute-sanitizer --tool X --error-exitcode 1` on a
+builds every variant (ablate.build.compile; a kernel of CANDIDATES builds them on its
+DEFAULT_CANDIDATE at its default shape; `--candidates` sanitizes the base built on each of its
+candidates instead, `none@<candidate>`), runs `compute-sanitizer --tool X --error-exitcode 1` on a
 tiny driver for each of the kernel's spec.SANITIZE_SHAPES, checks each run's output against
 the kernel's reference, prints a variant x tool table (clean, or the first error lines) and
 exits non-zero if anything was found. The driver is this module too:
@@ -194,7 +197,8 @@ def build_pathologies(plugin, names, overrides=(), kernel_path=()):
     from ablate.pipeline import job_of
     from ablate.pipeline import cannot_launch, tuned_only
 
-    cfgs = {n: plugins.compose(plugin.name, [f"pathology={n}", *overrides], kernel_path) for n in names}
+    # static: the variants built on the default shape's configuration, no candidate timed first
+    cfgs = {n: plugins.compose(plugin.name, [f"pathology={n}", "mode=static", *overrides], kernel_path) for n in names}
     jobs = {n: job_of(c) for n, c in cfgs.items()}
     declared = {n: "; ".join(j.opted_out.values()) for n, j in jobs.items() if j.opted_out}
     built = [n for n in names if n not in declared]
@@ -211,21 +215,37 @@ def build_pathologies(plugin, names, overrides=(), kernel_path=()):
     return cfg, results, declared
 
 
-def not_run_at(plugin, name, shapes, build=None):
+def build_candidates(plugin, names, overrides=(), kernel_path=()):
+    """The base built on each of `names` (candidates of the kernel's CANDIDATES), in one ninja run:
+    {none@<candidate>: BuildResult}."""
+    from dataclasses import replace
+
+    from ablate.build.compile import build
+    from ablate.job import candidates
+    from ablate.pipeline import job_of
+
+    job = job_of(plugins.compose(plugin.name, ["pathology=none", "mode=static", *overrides], kernel_path))
+    variants = {f"none@{n}": replace(candidates.on(job.base, plugin.spec, n), name=f"none@{n}") for n in names}
+    results = build(list(variants.values()), job.build, plugin, ROOT)
+    return {name: results[name] for name in variants}
+
+
+def not_run_at(plugin, name, shapes, build=None, candidate=None):
     """{index: why} of the shapes where pathology `name` is not run, as a sweep runs no job there
-    (the base runs everywhere): the kernel's spec says it does not apply (spec.not_applicable),
+    (the base runs everywhere): the kernel's spec says it does not apply (spec.not_applicable; on
+    `candidate`, the configuration the build holds, where the kernel declares CANDIDATES),
     or the instance the shape runs cannot launch in the pathology's `build` (pipeline.cannot_fit:
     more registers, shared memory or threads a block than an SM holds)."""
     from ablate.build.library import variant_info
     from ablate.job.job import not_applicable_at
     from ablate.pipeline import cannot_fit
 
-    if name == "none":
+    if name == "none" or name.startswith("none@"):  # the base, on whichever configuration
         return {}
     info = variant_info(build.lib, plugin.spec, (name,)) if build is not None else None
     why = {}
     for i, shape in enumerate(shapes):
-        if reason := not_applicable_at(plugin, [name], shape).get(name):
+        if reason := not_applicable_at(plugin, [name], shape, candidate).get(name):
             why[i] = reason
         elif info is not None and (reason := cannot_fit(build, info, plugin.spec, shape)):
             why[i] = reason.removeprefix("not applicable: ")
@@ -327,16 +347,28 @@ def run(args):
     if missing:
         raise SystemExit(f"unknown pathology {missing} of kernel {plugin.name}; choose from {known}")
     shapes = chosen_shapes(plugin, args.shapes)
+    sets = getattr(plugin.spec, "CANDIDATE_SETS", {})
+    wanted = (list(sets) if args.candidates == "all" else args.candidates.split(",")) if args.candidates else []
+    if args.candidates and (not sets or any(c not in sets for c in wanted)):
+        raise SystemExit(f"--candidates: {args.candidates!r}: kernel {plugin.name} declares "
+                         + (f"the candidates {', '.join(sets)}" if sets else "no CANDIDATES"))
+    if wanted:
+        names = [f"none@{c}" for c in wanted]
 
     check_device()
     print(f"building the variants of {plugin.name} (those it declares not applicable left out) ...",
           file=sys.stderr, flush=True)
     from hydra.errors import HydraException
     from ablate.build.compile import BuildError, unavailable
+    from ablate.pipeline import job_of
     if why := unavailable(plugin):
         raise SystemExit(why)
     try:
-        _, builds, declared = build_pathologies(plugin, names, overrides, kernel_path)
+        if wanted:
+            builds, declared, on = build_candidates(plugin, wanted, overrides, kernel_path), {}, None
+        else:
+            cfg, builds, declared = build_pathologies(plugin, names, overrides, kernel_path)
+            on = job_of(cfg).candidate  # the configuration every pathology's build holds
     except HydraException as e:
         raise SystemExit(f"cannot compose the config (check --override): {e}")
     except ValueError as e:  # a VariantError, or another setting a job refuses
@@ -358,7 +390,7 @@ def run(args):
                     for tool in tools:
                         results[name][tool].append(("build", [f"build failed: see {b.log_path}"]))
                     continue
-                why = not_run_at(plugin, name, shapes, b)
+                why = not_run_at(plugin, name, shapes, b, on)
                 skipped += [(name, plugin.label(shapes[i]), w) for i, w in why.items()]
                 for tool in tools:
                     for i, (shape, folder, _) in cases.items():
@@ -399,6 +431,10 @@ def exit_status(checked, bad) -> int:
     if "none" in bad:
         print("sanitize: the base (none) has errors, so the variants' findings may be its own", file=sys.stderr)
         return 1
+    if any(n.startswith("none@") for n in bad):
+        print("sanitize: the base has errors on a candidate: " + ", ".join(n for n in bad if n.startswith("none@")),
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -413,6 +449,9 @@ def main(argv=None):
     p.add_argument("--shapes", default=None,
                    help="comma-separated globs over the spec's sanitizer shapes as the report labels them "
                         "(default: all), e.g. 'm=37 *'")
+    p.add_argument("--candidates", default=None,
+                   help="sanitize the base built on each of these of the kernel's CANDIDATES (comma-separated, or "
+                        "all) instead of the pathologies")
     p.add_argument("--jobs", type=int, default=4, help="sanitizer processes at a time")
     p.add_argument("--timeout", type=int, default=600, help="seconds per sanitizer process")
     p.add_argument("--sanitizer", default=None, help="path of compute-sanitizer")

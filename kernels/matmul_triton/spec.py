@@ -6,9 +6,10 @@ function, META the base's constexprs and compile options, grid(shape, meta) its 
 INSTANCES one shape of each specialization the compiled library holds. The function's
 arguments are bound by name: a, b, c are the tensors, M, N, K and the strides come from PARAMS.
 
-The configuration is chosen by shape: `base_meta(shape)` is the base at a shape, one of
-CANDIDATES that `choose(shape)` names (the rules are below it). META is the configuration of
-the large shapes (`wide`), the one every shape had before the choice.
+The base at a shape is the fastest of CANDIDATES there, timed on the GPU (ablate/job/candidates.py;
+docs/design.md, "Configurations by measurement"); without a GPU, the one `choose(shape)` names (the
+measured rules below it: DEFAULT_CANDIDATE). META is the configuration of the large shapes (`wide`),
+each candidate what it changes of it.
 """
 TRITON = "base/matmul.py:matmul_kernel"
 META = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "USE_TMA": True, "TMA_STORE": True,
@@ -42,8 +43,10 @@ SANITIZE_SHAPES = [{"m": 256, "n": 384, "k": 208, "dtype": "fp16"}, {"m": 256, "
 # Each candidate: what it changes of META (BLOCK_M x BLOCK_N x BLOCK_K, num_warps, num_stages,
 # PERSISTENT). Shared memory per program is (BLOCK_M + BLOCK_N) x BLOCK_K x 2 bytes a stage
 # plus the C tile for its TMA store, within the H100's 227 KiB: wide 3 x 48 + 64 = 208 KiB.
-# tools/candidates.py (this folder) times every one of them and cuBLAS over the grid of
-# conf/shape; its figures set the rules of `choose` (RULES).
+# On a GPU each is built for the shape and timed there (ablate/gpu/autotune.py), the fastest the
+# base; tools/gemm_candidates.py --kernel matmul_triton times every one of them and cuBLAS at any
+# shapes (the figures that set the rules of `choose`, RULES, static mode's guess, came from its
+# predecessor in this folder).
 CANDIDATES = {
     # the large shapes' (META): 128 x 256 on 2 warpgroups, measured 0.98-1.01x of cuBLAS at
     # sq4k, sq8k and prefill (docs/benchmarks.md)
@@ -85,7 +88,7 @@ def tiles(shape, meta):
 # The choice, as data: for the first row whose `m` bound holds the shape's m, the first
 # candidate whose output tiles at the shape number at least its `waves` of NUM_SMS programs
 # (the last one of the row where none does). Set from every candidate timed against cuBLAS
-# over the grid (tools/candidates.py, this folder; H100 80GB HBM3, 2026-11-26; time / cuBLAS's,
+# over the grid (this folder's tools/candidates.py until 2026-12-02; H100 80GB HBM3, 2026-11-26; time / cuBLAS's,
 # lower is faster; docs/benchmarks.md, "matmul_triton by shape"):
 # - m <= 16: 16 x 128 tiles where they make 0.8 of a wave (n = 14336: 112 programs; m = 1
 #   0.989-0.997, m = 16 0.966, against 16 x 64's 1.013-1.030), else 16 x 64 (n = 4096, k =
@@ -116,17 +119,21 @@ def choose(shape):
     return row["try"][-1][0]
 
 
-def base_meta(shape):
-    """The base's META at `shape`: the candidate `choose` names over META."""
-    return {**META, **CANDIDATES[choose(shape)]}
+DEFAULT_CANDIDATE = choose  # the base where nothing is timed (static mode)
+
+
+def base_meta_of(candidate):
+    """The base's META on `candidate`: its overrides over META."""
+    return {**META, **CANDIDATES[candidate]}
 
 
 # Pathologies whose meaning needs something of the configuration that not every candidate has.
-def not_applicable(pathology, shape):
-    """Why `pathology` does not apply at `shape`, or None: the base there lacks what it
-    switches off, or a META neighbour (tune_NAME_VALUE, named after META's value) stands
-    beside another base value."""
-    meta = base_meta(shape)
+def not_applicable(pathology, shape, candidate=None):
+    """Why `pathology` does not apply at `shape`, whose base runs `candidate` (the fastest timed
+    there; choose(shape)'s without a GPU), or None: the base there lacks what it switches off, or a
+    META neighbour (tune_NAME_VALUE, named after META's value) stands beside another base value."""
+    candidate = candidate or choose(shape)
+    meta = base_meta_of(candidate)
     if pathology == "not_persistent" and not meta["PERSISTENT"]:
         return "the base at this shape is a program per tile already (not persistent)"
     if pathology == "no_grouping" and -(-shape["m"] // meta["BLOCK_M"]) == 1:
@@ -139,7 +146,7 @@ def not_applicable(pathology, shape):
         name = next((k for k in META if pathology.startswith(f"tune_{k.lower()}_")), None)
         if name is not None and meta[name] != META[name]:
             return (f"a neighbour of META's {name} = {META[name]}; the base at this shape has {name} = "
-                    f"{meta[name]} (candidate {choose(shape)})")
+                    f"{meta[name]} (candidate {candidate})")
     return None
 
 

@@ -2,8 +2,11 @@
 // BF16 in and out, FP32 accumulation (base/ablate_gemm.h is the C ABI). CUTLASS is a
 // dependency, read from the nvidia-cutlass package's headers (spec.py: include_dirs).
 //
-// Configurations, chosen per call from m, n, k and the GPU's SM count by the table of
-// base/choice.def (spec.choice reads the same table), each an instance of Config below:
+// Configurations, each an instance of Config below (Candidate: spec.CANDIDATES gives each one's
+// index). A build compiles one of them, -DABLATE_GEMM_FORCE=<index> (large where none is
+// named), and runs it at every shape: ablate times the candidates at a shape on the GPU and
+// builds the base and every variant there on the fastest (spec.py; docs/design.md,
+// "Configurations by measurement"); static mode builds the spec's stated guess. Among them:
 //   large   ping-pong 128x128x64 tiles, TMA mainloop, no cluster (2x1 clusters with B multicast
 //           measured 0.89-1.0x of 1x1's speed at the large shapes), a persistent data-parallel
 //           tile scheduler with a swizzled raster (seams.cuh: Fitted), a TMA epilogue (one 128x128 tile per
@@ -16,29 +19,21 @@
 //           128x128 tiles leave much of the last wave idle (m = n = 1000: 64 tiles on 132 SMs):
 //           the scheduler shares the k loop of the tiles among all SMs (stream-K is cooperative
 //           only: CUTLASS's ping-pong kernel refuses it).
-//   swap_n32_4x1, swap_n64, swap_n96, swap_n128, swap_n160 (m <= 256 by m's band and n) the
-//           swapped problem, d^T = b a^T (Operands::ba): the weight's n along the tile's 64 rows
-//           and m along its N, fitted to m where the others pad m to 64-row tiles; a 4x1 cluster
-//           multicasts a's tile to the four blocks along the weight. 0.904 of cuBLAS over 40
-//           random shapes at m 20-255 where the rows before read 0.824 (docs/benchmarks.md,
-//           "The twelfth session"). Where the weight has few 64-row tiles (n <= 3072) narrower
-//           tiles of m make 48-96 blocks; swap_n64_4x2 is swap_n64 on a 4x2 cluster, which
-//           multicasts the weight's tile to the pair of blocks along m too ("The thirteenth session").
-//   skinny_splitk (a tuning build since the thirteenth session, when swap_n32_4x1 took its
-//           row) skinny_n128's kernel over k cut into chunks (run): more blocks streaming the
+//   swap_n32_4x1, swap_n64, swap_n96, swap_n128, swap_n160 (skinny m) the swapped problem,
+//           d^T = b a^T (Operands::ba): the weight's n along the tile's 64 rows and m along its
+//           N, fitted to m where the others pad m to 64-row tiles; a 4x1 cluster multicasts a's
+//           tile to the four blocks along the weight ("The twelfth session"). swap_n64_4x2 is
+//           swap_n64 on a 4x2 cluster, which multicasts the weight's tile to the pair of blocks
+//           along m too ("The thirteenth session").
+//   skinny_splitk skinny_n128's kernel over k cut into chunks (run): more blocks streaming the
 //           weight, whose partial sums a second kernel adds.
 //   wide, n192_1x2 (rows of A and B off 128-byte lines, k not a multiple of 64, where each TMA
 //           box row reaches L2 as two or three requests): fewer requests per FLOP. wide:
 //           cooperative 256x128x64 on a 1x2 cluster multicasting A (half large's requests per
-//           FLOP); n192_1x2: ping-pong 128x192x64 on a 1x2 cluster multicasting A (two thirds),
-//           for the wave efficiencies where 256-row tiles leave a wave's SMs idle.
+//           FLOP); n192_1x2: ping-pong 128x192x64 on a 1x2 cluster multicasting A (two thirds).
 //   n320, n224, n160_coop  cooperative 128x320x64 and 128x224x64 on a 2x1 cluster (each block
 //           loads half of B, whose 320 rows one TMA box cannot hold, and multicasts it) and
-//           128x160x64 on a 1x2 one. Past half a wave at m > 256 the table's `fastest` row picks
-//           among large, wide, n192_1x2, n320, n160_coop and n224 by a model of their waves of
-//           tiles (fastest_config).
-// A tuning build (-DABLATE_GEMM_FORCE=<i>, spec.CANDIDATES) compiles one candidate alone and
-// runs it at every shape: how the table's rows are measured (tools/gemm_candidates.py).
+//           128x160x64 on a 1x2 one: fewer, larger tiles or more, smaller ones past half a wave.
 // Each knob is a seam (#ifndef ABLATE_SEAM_X below); a pathology (patches/*.cuh,
 // force-included ahead of this file) redefines one. Which configurations a seam reaches is
 // said beside it (spec.SEAMS_OF: where a seam does not reach the configuration a shape runs,
@@ -89,10 +84,10 @@
 #define ABLATE_SEAM_RASTER Fitted
 #endif
 
-// A tuning build: 0 (the base) chooses by shape (base/choice.def); i > 0 runs candidate i of
-// spec.CANDIDATES at every shape and compiles it alone.
+// The configuration this build compiles and runs at every shape: candidate i of spec.CANDIDATES
+// (the build of a job names the one its shape runs); large where none is named.
 #ifndef ABLATE_GEMM_FORCE
-#define ABLATE_GEMM_FORCE 0
+#define ABLATE_GEMM_FORCE 1
 #endif
 
 namespace gemm {
@@ -231,8 +226,6 @@ GEMM_CANDIDATE(44,    swap128_n64, Tile128x64,       Tall4Cluster, Cooperative, 
 GEMM_CANDIDATE(45,    swap_n160_splitk, Tile64x160,  Tall4Cluster, PingPong,    DataParallel, Rank4, float, Operands::ba)
 GEMM_CANDIDATE(46,    swap128_n160_splitk, Tile128x160, Tall4Cluster, Cooperative, DataParallel, Rank4, float, Operands::ba)
 #undef GEMM_CANDIDATE
-enum CandidateIndex { fastest = 0, large = 1, skinny, streamk, skinny_n32, skinny_n128, streamk_n64, wide, large_1x2, large_2x2, n192, n192_1x2, n192_2x1, skinny_splitk, swap_n16, swap_n32, n144, n128_2x1, n320, n160, n160_coop, n288, n224, n176_coop, swap_n64, swap_n80, swap_n96, swap_n128, swap_n160, swap_n192, swap_n96_2x1, swap128_n96, swap_n32_4x1, swap_n48, swap_n64_4x2, swap_n48_1x2, swap_n64_1x2, swap_n128_1x2, skinny_1x2, skinny_2x1, swap128_n160, swap128_n144,
-                     swap128_n128, swap128_n192, swap128_n64, swap_n160_splitk, swap128_n160_splitk };
 
 // The workspace a configuration asks for (stream-K's partial sums and tile locks; none for the
 // data-parallel scheduler), which the ABI has no argument for: one buffer per process, grown
@@ -399,112 +392,9 @@ static cudaError_t run(const void* a, const void* b, void* d, int m, int n, int 
   return cudaGetLastError();
 }
 
-// base/choice.def's bound on the wave efficiency of 128x128 tiles: floor(100 * tiles /
-// (waves * SMs)), the last wave counted whole (spec.choice computes the same).
-static int wave_efficiency(int m, int n, int sms) {
-  const int64_t tiles = (int64_t(m) + 127) / 128 * ((int64_t(n) + 127) / 128);
-  const int64_t waves = (tiles + sms - 1) / sms;
-  return static_cast<int>(tiles * 100 / (waves * sms));
-}
-
-// base/choice.def's rows column: `off_line` holds where A's and B's rows (k elements of 2 bytes,
-// FP16 or BF16) start off 128-byte lines, so that each 128-byte TMA box row reaches L2 as two
-// or three requests (docs/benchmarks.md, "The third session"); `on_line` where they start on them;
-// `any` holds everywhere.
-enum class Rows { any, off_line, on_line };
-static_assert(sizeof(cutlass::half_t) == 2 && sizeof(cutlass::bfloat16_t) == 2, "rows of 2-byte elements");
-static bool off_line(int k) { return int64_t(k) * 2 % 128 != 0; }
-
-static bool holds(int max_m, int max_n, int max_efficiency, Rows rows, int m, int n, int efficiency, int k) {
-  return (max_m == 0 || m <= max_m) && (max_n == 0 || n <= max_n) && efficiency <= max_efficiency &&
-         (rows == Rows::any || (rows == Rows::off_line) == off_line(k));
-}
-
-// base/choice.def's `fastest`: of its GEMM_POOL rows, the configuration whose waves of tiles take
-// least time, a wave of tile_m x tile_n tiles taking tile_m * tile_n / speed, the speed by where
-// A's and B's rows start: off 64-byte half-lines, on a half-line but off a 128-byte line, or on a
-// line, and there by whether the base's raster (Fitted, whatever raster a variant runs: the pick
-// is the base's) swizzles the configuration's grid (spec.fastest computes the same). Times are
-// compared as fractions, in integers: equal ones keep the first.
-static int64_t pool_speed(int64_t row_bytes, TileGrid grid, int speed_off, int speed_half, int speed_on,
-                          int speed_on_unswizzled) {
-  if (row_bytes % 128 != 0) return row_bytes % 64 == 0 ? speed_half : speed_off;
-  return Fitted::walked(grid) > 1 ? speed_on : speed_on_unswizzled;
-}
-static int fastest_config(int m, int n, int k, int sms) {
-  const int64_t row_bytes = int64_t(k) * 2;
-  int best = 0;
-  int64_t best_work = 0, best_speed = 1;
-#define GEMM_POOL(config, tile_m, tile_n, cluster_m, cluster_n, ...)                                       \
-  {                                                                                                        \
-    const int64_t rows = (int64_t(m) + tile_m - 1) / tile_m, cols = (int64_t(n) + tile_n - 1) / tile_n;    \
-    const int64_t tiles = (rows + cluster_m - 1) / cluster_m * cluster_m * ((cols + cluster_n - 1) / cluster_n * cluster_n); \
-    const int64_t work = (tiles + sms - 1) / sms * tile_m * tile_n;                                        \
-    const int64_t speed = pool_speed(row_bytes, TileGrid{int(rows), int(cols), cluster_m, cluster_n}, __VA_ARGS__); \
-    if (best == 0 || work * best_speed < best_work * speed) best = config, best_work = work, best_speed = speed; \
-  }
-#define GEMM_CHOICE(...)
-#include "choice.def"
-#undef GEMM_CHOICE
-#undef GEMM_POOL
-  return best;
-}
-
-// A row's configuration: the one it names, or, for `fastest`, the pool's pick at this shape.
-template <int I> struct Row {
-  static const char* name(int, int, int, int) { return Candidate<I, cutlass::half_t>::name; }
-  template <class Element> static cudaError_t run(const void* a, const void* b, void* d, int m, int n, int k, cudaStream_t s) {
-    return gemm::run<typename Candidate<I, Element>::type>(a, b, d, m, n, k, s);
-  }
-};
-template <> struct Row<fastest> {
-  static const char* name(int m, int n, int k, int sms) {
-    const int pick = fastest_config(m, n, k, sms);
-#define GEMM_POOL(config, ...) if (pick == config) return Candidate<config, cutlass::half_t>::name;
-#define GEMM_CHOICE(...)
-#include "choice.def"
-#undef GEMM_CHOICE
-#undef GEMM_POOL
-    return nullptr;  // an empty pool (spec.choice_table refuses a table that names fastest without one)
-  }
-  template <class Element> static cudaError_t run(const void* a, const void* b, void* d, int m, int n, int k, cudaStream_t s) {
-    const int pick = fastest_config(m, n, k, sm_count());
-#define GEMM_POOL(config, ...) if (pick == config) return Row<config>::template run<Element>(a, b, d, m, n, k, s);
-#define GEMM_CHOICE(...)
-#include "choice.def"
-#undef GEMM_CHOICE
-#undef GEMM_POOL
-    return cudaErrorInvalidValue;
-  }
-};
-
-// The configuration a shape runs: the first row of base/choice.def whose bounds hold.
-static const char* choice(int m, int n, int k, int sms) {
-  const int e = wave_efficiency(m, n, sms);
-#define GEMM_CHOICE(config, max_m, max_n, max_efficiency, rows) \
-  if (holds(max_m, max_n, max_efficiency, Rows::rows, m, n, e, k)) return Row<config>::name(m, n, k, sms);
-#define GEMM_POOL(...)
-#include "choice.def"
-#undef GEMM_POOL
-#undef GEMM_CHOICE
-  return nullptr;  // a table whose last row does not hold everywhere (spec.choice refuses it)
-}
-
 template <class Element>
 static cudaError_t dispatch(const void* a, const void* b, void* d, int m, int n, int k, cudaStream_t stream) {
-#if ABLATE_GEMM_FORCE
   return run<typename Candidate<ABLATE_GEMM_FORCE, Element>::type>(a, b, d, m, n, k, stream);
-#else
-  const int e = wave_efficiency(m, n, sm_count());
-#define GEMM_CHOICE(config, max_m, max_n, max_efficiency, rows) \
-  if (holds(max_m, max_n, max_efficiency, Rows::rows, m, n, e, k)) \
-    return Row<config>::template run<Element>(a, b, d, m, n, k, stream);
-#define GEMM_POOL(...)
-#include "choice.def"
-#undef GEMM_POOL
-#undef GEMM_CHOICE
-  return cudaErrorInvalidValue;
-#endif
 }
 
 // A configuration as the variant info lists it ("fp16_large", ...).
@@ -516,22 +406,10 @@ static std::string config_json(const char* dtype) {
          ", \"stages\": " + std::to_string(C::kStages) + "}";
 }
 
-// Each configuration the build runs, once: the forced candidate, or every one the table names.
+// The configuration the build runs.
 template <class Element>
 static void configs_json(const char* dtype, std::string& out) {
-  auto add = [&](const std::string& json) {
-    if (out.find(json.substr(0, json.find(','))) != std::string::npos) return;  // named twice in the table
-    out += (out.empty() ? "" : ", ") + json;
-  };
-#if ABLATE_GEMM_FORCE
-  add(config_json<ABLATE_GEMM_FORCE, Element>(dtype));
-#else
-#define GEMM_CHOICE(config, ...) if constexpr (config != fastest) add(config_json<config, Element>(dtype));
-#define GEMM_POOL(config, ...) add(config_json<config, Element>(dtype));
-#include "choice.def"
-#undef GEMM_POOL
-#undef GEMM_CHOICE
-#endif
+  out += (out.empty() ? "" : ", ") + config_json<ABLATE_GEMM_FORCE, Element>(dtype);
 }
 
 }  // namespace gemm
@@ -547,14 +425,6 @@ extern "C" int ablate_cutlass_gemm(const void* a, const void* b, void* d, int m,
 #endif
     default: return cudaErrorInvalidValue;
   }
-}
-
-// The configuration base/choice.def picks for (m, n, k) on a GPU of `sms` SMs ("large", ...),
-// for the plugin's tests to hold spec.choice to (the library loads without a GPU); NULL when
-// no row holds. Not part of the kernel's ABI (base/ablate_gemm.h).
-extern "C" const char* ablate_cutlass_gemm_choice(int m, int n, int k, int sms) {
-  if (m < 1 || n < 1 || k < 1 || sms < 1) return nullptr;
-  return gemm::choice(m, n, k, sms);
 }
 
 extern "C" const char* ablate_variant_info(void) {

@@ -1,0 +1,149 @@
+"""A kernel's base as the fastest of its declared configurations (ablate/job/candidates.py), on the
+CPU: the declaration's refusals (one line naming the entry), static mode's default, every variant
+of a job built on the one configuration its shape runs (the candidate's macros, once, in nvcc's
+command), the record's key, and a job moved onto the pick of a timing (tests/
+test_candidates_gpu.py times them)."""
+from pathlib import Path
+
+import pytest
+
+from ablate.build.compile import compile_command, target_arch
+from ablate.job import candidates, plugins
+from ablate.job.job import with_tuned
+from ablate.pipeline import job_of
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "plugins"
+TWO = plugins.load_dir(FIXTURES / "two_configs")
+
+
+def compose(kernel, overrides, tmp_path=None):
+    build = [f"build.dir={tmp_path}"] if tmp_path else []
+    return plugins.compose(kernel, [*overrides, *build], kernel_path=[FIXTURES])
+
+
+@pytest.mark.parametrize("own, language, error", [
+    ({"CANDIDATES": []}, "cuda", r"^spec.CANDIDATES must map each configuration's name to how it is built"),
+    ({"CANDIDATES": {"a": 1}}, "cuda", r"^spec.CANDIDATES\['a'\] = 1: a bare value needs spec.FORCE_MACRO"),
+    ({"CANDIDATES": {"a b": 1}, "FORCE_MACRO": "X"}, "cuda", r"^spec.CANDIDATES: name 'a b' must match"),
+    ({"CANDIDATES": {"a": 1}, "FORCE_MACRO": "x-y"}, "cuda", r"^spec.FORCE_MACRO must be a macro name"),
+    ({"CANDIDATES": {"a": {"TILE": "1 2"}}}, "cuda", r"^spec.CANDIDATES\['a'\]: TILE = '1 2' must be an integer or a word"),
+    ({"CANDIDATES": {"a": {"tile-m": 1}}}, "cuda", r"^spec.CANDIDATES\['a'\]: macro name 'tile-m' must match"),
+    ({"CANDIDATES": {"a": {}}}, "cuda", r"^spec.CANDIDATES\['a'\]: a candidate's macros must set at least one"),
+    ({"CANDIDATES": {"a": 4}}, "triton", r"^spec.CANDIDATES\['a'\] must be a dict of META overrides"),
+    ({"CANDIDATES": {"a": {"BLOCK": "big"}}}, "triton", r"^spec.CANDIDATES\['a'\]: BLOCK = 'big' must be a number or a bool"),
+    ({"CANDIDATES": {"a": {}}, "base_meta": lambda s: {}}, "triton", r"^spec.base_meta and spec.CANDIDATES both say"),
+    ({"CANDIDATES": {"a": 1}, "FORCE_MACRO": "X", "DEFAULT_CANDIDATE": "b"}, "cuda",
+     r"^spec.DEFAULT_CANDIDATE must be one of CANDIDATES \(a\) or a function of the shape, got 'b'"),
+    ({"CANDIDATES": {"a": 1}, "FORCE_MACRO": "X", "candidates": ["a"]}, "cuda", r"^spec.candidates must be a function"),
+])
+def test_a_bad_declaration_is_one_line_naming_the_entry(own, language, error):
+    with pytest.raises(candidates.CandidateError, match=error) as e:
+        candidates.declared(own, language, {"BLOCK": 64})
+    assert "\n" not in str(e.value)
+
+
+def test_a_plugin_whose_declaration_is_bad_fails_to_load_naming_it(tmp_path):
+    import shutil
+
+    shutil.copytree(FIXTURES / "two_configs", tmp_path / "two_configs")
+    spec = tmp_path / "two_configs" / "spec.py"
+    spec.write_text(spec.read_text().replace('FORCE_MACRO = "SCALE_CONFIG"\n', ""))
+    with pytest.raises(plugins.PluginError, match=r"spec.py: spec.CANDIDATES\['one_block'\] = 1: a bare value "
+                                                  r"needs spec.FORCE_MACRO"):
+        plugins.load_dir(tmp_path / "two_configs")
+
+
+def test_a_bare_value_is_the_force_macros_and_a_dict_its_own_macros():
+    assert TWO.spec.CANDIDATE_SETS == {"one_block": {"SCALE_CONFIG": "1"}, "wide_grid": {"SCALE_CONFIG": "2"},
+                                       "wrong_scale": {"SCALE_CONFIG": "3"}}
+    assert candidates.declared({"CANDIDATES": {"a": {"TILE_M": 128, "PIPE": "deep"}}}, "cuda") == \
+        {"a": {"PIPE": "deep", "TILE_M": "128"}}
+    assert candidates.declared({}, "cuda") == {}  # a plugin of today's conventions: no candidates
+
+
+def test_the_default_and_the_timed_ones_are_the_specs_or_named_errors():
+    class Spec:
+        CANDIDATE_SETS = {"a": {}, "b": {}}
+    assert candidates.default(Spec, {"n": 1}) == "a" and candidates.timed(Spec, {"n": 1}) == ["a", "b"]
+    Spec.DEFAULT_CANDIDATE = staticmethod(lambda shape: "b" if shape["n"] > 1 else "c")
+    assert candidates.default(Spec, {"n": 2}) == "b"
+    with pytest.raises(ValueError, match=r"^spec.DEFAULT_CANDIDATE\(shape\) gave 'c' at \{'n': 1\}, not one of"):
+        candidates.default(Spec, {"n": 1})
+    Spec.candidates = staticmethod(lambda shape: ["b", "z"])
+    with pytest.raises(ValueError, match=r"^spec.candidates\(shape\) must give some of CANDIDATES"):
+        candidates.timed(Spec, {"n": 1})
+
+
+def test_static_mode_builds_every_variant_on_the_default_alone(tmp_path):
+    job = job_of(compose("two_configs", ["pathology=none", "mode=static"], tmp_path))
+    assert job.candidate == "one_block" and not job.tuned
+    assert job.base.base_macros == {"SCALE_CONFIG": "1"}
+    command = compile_command(job.base, job.build, job.plugin, target_arch("sm_90", job.plugin), Path.cwd())
+    assert [a for a in command if "SCALE_CONFIG" in a] == ["-DSCALE_CONFIG=1"]
+
+
+def test_a_job_moves_onto_the_timings_pick_and_records_it(tmp_path):
+    job = job_of(compose("two_configs", ["pathology=none", "mode=static"], tmp_path))
+    record = {"kind": "candidates", "candidate": "wide_grid", "times_us": {"one_block": 900.0, "wide_grid": 9.0},
+              "gpu": "NVIDIA H200", "seconds": 3.2}
+    tuned = with_tuned(job, record)
+    assert tuned.candidate == "wide_grid" and tuned.tuned == record
+    assert tuned.base.base_macros == tuned.variant.base_macros == {"SCALE_CONFIG": "2"}
+
+
+def test_a_large_only_seam_follows_the_configuration_the_shape_runs():
+    """cutlass_gemm's cluster_2x1 replaces the large configuration's cluster: not applicable at
+    decode_m64, whose default is swap_n64; applicable there once the timing picks large."""
+    job = job_of(plugins.compose("cutlass_gemm", ["pathology=cluster_2x1", "shape=decode_m64", "mode=static"]))
+    assert job.candidate == "swap_n64" and "runs the swap_n64 configuration" in job.opted_out["cluster_2x1"]
+    index = job.plugin.spec.CANDIDATES
+    assert job.base.base_macros == {"ABLATE_GEMM_FORCE": str(index["swap_n64"])}
+    tuned = with_tuned(job, {"kind": "candidates", "candidate": "large", "times_us": {"large": 1.0}})
+    assert tuned.opted_out == {} and tuned.variant.base_macros == {"ABLATE_GEMM_FORCE": "1"}
+
+
+def test_the_record_is_kept_per_sources_candidates_shape_and_gpu_model(tmp_path, monkeypatch):
+    from ablate.gpu.autotune import candidate_path
+
+    key = candidate_path(TWO, {"n": 1024}, tmp_path, "NVIDIA H200")
+    assert key.parent == tmp_path / "autotune" and key == candidate_path(TWO, {"n": 1024}, tmp_path, "NVIDIA H200")
+    assert key != candidate_path(TWO, {"n": 2048}, tmp_path, "NVIDIA H200")
+    assert key != candidate_path(TWO, {"n": 1024}, tmp_path, "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(type(TWO), "sources_digest", lambda self: "0" * 16)
+    assert key != candidate_path(TWO, {"n": 1024}, tmp_path, "NVIDIA H200")
+
+
+def test_without_a_gpu_a_gpu_job_keeps_the_default(tmp_path, monkeypatch):
+    import ablate.gpu.autotune as autotune
+
+    monkeypatch.setattr(autotune, "gpu_model", lambda: None)
+    job = job_of(compose("two_configs", ["pathology=none", "mode=gpu"], tmp_path))
+    assert job.candidate == "one_block" and not job.tuned and job.failed is None
+
+
+def test_a_failed_timing_is_the_jobs_error(tmp_path, monkeypatch):
+    import ablate.gpu.autotune as autotune
+    from ablate.build.triton_autotune import AutotuneError
+
+    monkeypatch.setattr(autotune, "gpu_model", lambda: "NVIDIA H200")
+
+    def fail(job, path):
+        raise AutotuneError("two_configs: no candidate passes")
+    monkeypatch.setattr(autotune, "_timed_now", fail)
+    job = job_of(compose("two_configs", ["pathology=none", "mode=gpu"], tmp_path))
+    assert job.failed == "two_configs: no candidate passes"
+
+
+def test_a_build_holds_the_candidate_it_names(tmp_path):
+    """The base built at the default: nvcc's command in its log defines SCALE_CONFIG=1, and a
+    build on another candidate is another library."""
+    from ablate.build.compile import build
+    from ablate.paths import ROOT
+
+    job = job_of(compose("two_configs", ["pathology=none", "mode=static"], tmp_path))
+    other = candidates.on(job.base, job.plugin.spec, "wide_grid")
+    from dataclasses import replace
+    built = build([job.base, replace(other, name="none@wide_grid")], job.build, job.plugin, ROOT)
+    one, two = built["none"], built["none@wide_grid"]
+    assert one.ok and two.ok and one.lib != two.lib
+    assert "-DSCALE_CONFIG=1" in one.log.splitlines()[0] and "-DSCALE_CONFIG=2" in two.log.splitlines()[0]
