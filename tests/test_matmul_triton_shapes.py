@@ -202,3 +202,19 @@ def test_every_pathology_keeps_its_fingerprint_on_a_skinny_base_or_is_declared_n
         assert r.params["base_meta_from"] == "candidate" and r.params["base_candidate"] == SPEC.choose(shape(shape_name))
         assert r.params["base_candidate_from"] == "spec.DEFAULT_CANDIDATE"
         assert '"BLOCK_M": %d' % SPEC.base_meta_of(SPEC.choose(shape(shape_name)))["BLOCK_M"] in r.params["base_meta"]
+
+
+def test_the_random_gemm_check_draws_the_shapes_it_states():
+    """tools/gemm_random_check.py: the draw stated before it ran (seed 62; m, n, k log-uniform in
+    [128, 8192], multiples of 16; half FP16, half BF16), the same on every machine."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gemm_random_check", ROOT / "tools" / "gemm_random_check.py")
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    shapes = check.draw(62, 24)
+    assert shapes == check.draw(62, 24) and shapes != check.draw(63, 24)
+    assert len(shapes) == 24 and sorted(s["dtype"] for s in shapes) == ["bf16"] * 12 + ["fp16"] * 12
+    assert all(s[d] % 16 == 0 and 128 <= s[d] <= 8192 for s in shapes for d in "mnk")
+    with pytest.raises(SystemExit, match=r"--kernels: \['cublas'\] not among cutlass_gemm, matmul_triton"):
+        check.main(["/dev/null", "--kernels", "cublas"])
