@@ -125,8 +125,7 @@ def make_job(cfg, shape_name=None) -> Job:
     candidate = None
     if getattr(plugin.spec, "CANDIDATE_SETS", None):  # built on the one configuration its shape runs
         candidate = candidates.default(plugin.spec, shape)
-        variant, base = (candidates.on(v, plugin.spec, candidate) for v in (variant, base))
-        made = {k: candidates.on(v, plugin.spec, candidate) for k, v in made.items()}
+        variant, base, made = _on_candidate(plugin.spec, candidate, variant, base, made)
     for name in variant.pathologies:
         counters.check_when(variant.specs[name].get("counters"), list(shape), f"pathology '{name}'")
     name = shape_name or OmegaConf.select(cfg, "shape.name", default=None) or plugin.label(shape)
@@ -143,6 +142,12 @@ def opted_out_of(cfg, plugin, variant, shape, candidate=None) -> dict:
     declared = not_applicable_of(cfg, plugin)
     return {**{p: why for p, why in declared.items() if p in variant.generic},
             **not_applicable_at(plugin, variant.pathologies, shape, candidate)}
+
+
+def _on_candidate(spec, name, variant, base, rests):
+    """(variant, base, rests) each built on candidate `name` of the spec's CANDIDATES."""
+    return (candidates.on(variant, spec, name), candidates.on(base, spec, name),
+            {k: candidates.on(v, spec, name) for k, v in rests.items()})
 
 
 def autotuned(job) -> bool:
@@ -169,11 +174,10 @@ def with_tuned(job, record=None, failed=None) -> Job:
     if not record:
         return job
     if record.get("kind") == "candidates":  # the fastest of the spec's CANDIDATES at the shape
-        name, spec = record["candidate"], job.plugin.spec
-        variant = candidates.on(job.variant, spec, name)
-        return replace(job, variant=variant, base=candidates.on(job.base, spec, name),
-                       rests={k: candidates.on(v, spec, name) for k, v in job.rests.items()}, tuned=record,
-                       candidate=name, opted_out=opted_out_of(job.cfg, job.plugin, variant, job.shape, name))
+        name = record["candidate"]
+        variant, base, rests = _on_candidate(job.plugin.spec, name, job.variant, job.base, job.rests)
+        return replace(job, variant=variant, base=base, rests=rests, tuned=record, candidate=name,
+                       opted_out=opted_out_of(job.cfg, job.plugin, variant, job.shape, name))
     meta = {**record["meta"], **job.plugin.spec.META_DECLARED}  # the spec's META wins
     return replace(job, variant=replace(job.variant, base_meta=meta), base=replace(job.base, base_meta=meta),
                    rests={k: replace(v, base_meta=meta) for k, v in job.rests.items()},
