@@ -141,9 +141,9 @@ def test_a_build_holds_the_candidate_it_names(tmp_path):
     from ablate.paths import ROOT
 
     job = job_of(compose("two_configs", ["pathology=none", "mode=static"], tmp_path))
-    other = candidates.on(job.base, job.plugin.spec, "wide_grid")
-    from dataclasses import replace
-    built = build([job.base, replace(other, name="none@wide_grid")], job.build, job.plugin, ROOT)
+    other = candidates.base_on(job.base, job.plugin.spec, "wide_grid")
+    assert other.name == "none@wide_grid"
+    built = build([job.base, other], job.build, job.plugin, ROOT)
     one, two = built["none"], built["none@wide_grid"]
     assert one.ok and two.ok and one.lib != two.lib
     assert "-DSCALE_CONFIG=1" in one.log.splitlines()[0] and "-DSCALE_CONFIG=2" in two.log.splitlines()[0]

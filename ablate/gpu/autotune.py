@@ -18,7 +18,6 @@ import hashlib
 import json
 import logging
 import os
-from dataclasses import replace
 from pathlib import Path
 
 from ablate.build import triton_autotune
@@ -172,7 +171,7 @@ def measure_candidates(job, names) -> dict:
 
     start = time.monotonic()
     spec, shape = job.plugin.spec, job.shape
-    variants = {n: replace(candidates.on(job.base, spec, n), name=f"{job.base.name}@{n}") for n in names}
+    variants = {n: candidates.base_on(job.base, spec, n) for n in names}
     try:
         builds = build(list(variants.values()), job.build, job.plugin, ROOT)
     except BuildError as e:

@@ -121,6 +121,12 @@ def on(variant, spec, name):
     return replace(variant, base_macros=dict(config))
 
 
+def base_on(base, spec, name):
+    """The base built on candidate `name`, under a name of its own (`none@<candidate>`), beside the
+    base's other candidates in one build."""
+    return replace(on(base, spec, name), name=f"{base.name}@{name}")
+
+
 def not_applicable(spec, pathology, shape, candidate):
     """spec.not_applicable's reason at `shape`, where its base runs `candidate` (passed to a
     not_applicable that takes a third argument; a spec's of two arguments is asked as it was)."""

@@ -218,16 +218,14 @@ def build_pathologies(plugin, names, overrides=(), kernel_path=()):
 def build_candidates(plugin, names, overrides=(), kernel_path=()):
     """The base built on each of `names` (candidates of the kernel's CANDIDATES), in one ninja run:
     {none@<candidate>: BuildResult}."""
-    from dataclasses import replace
-
     from ablate.build.compile import build
     from ablate.job import candidates
     from ablate.pipeline import job_of
 
     job = job_of(plugins.compose(plugin.name, ["pathology=none", "mode=static", *overrides], kernel_path))
-    variants = {f"none@{n}": replace(candidates.on(job.base, plugin.spec, n), name=f"none@{n}") for n in names}
-    results = build(list(variants.values()), job.build, plugin, ROOT)
-    return {name: results[name] for name in variants}
+    variants = [candidates.base_on(job.base, plugin.spec, n) for n in names]
+    results = build(variants, job.build, plugin, ROOT)
+    return {v.name: results[v.name] for v in variants}
 
 
 def not_run_at(plugin, name, shapes, build=None, candidate=None):
