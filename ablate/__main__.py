@@ -130,6 +130,11 @@ def job_line(job, out):
         from ablate.gpu.stats import interval_text
 
         summary = f"slowdown {interval_text(m['slowdown'], m['slowdown_lo'], m['slowdown_hi'])}"
+        if "step_slowdown" in m:  # in situ: what it costs the model's step, beside the kernel's
+            summary += (f"; the step {interval_text(m['step_slowdown'], m['step_slowdown_lo'], m['step_slowdown_hi'], 'x', digits=4)}"
+                        f" (share {100 * m['step_share']:.2f}%, 2x kernel {m['step_twice']:.4f}x)")
+        elif (why := out.params.get("step_not_measured")) and not out.error:
+            summary += f"; the step not measured: {why}"
         if out.error:  # measured, then failed after (in situ): the line says why, not the figure alone
             summary += f"; {out.error}"
     elif out.status == "static" and not out.error:

@@ -293,3 +293,22 @@ def test_a_job_measured_then_failed_says_why_beside_its_figure():
                  error="in situ: the workload w raised KeyError: 'x'")
     _, line = job_line(job, out)
     assert "1.2" in line and line.endswith("in situ: the workload w raised KeyError: 'x'")
+
+
+def test_an_in_situ_job_line_carries_the_step_beside_the_kernel():
+    """The job's line is what a run's log keeps: an in situ job said only its kernel's slowdown
+    (H200, 2026-12-02: the step of a job whose store was lost could not be read back from the log)."""
+    from types import SimpleNamespace
+
+    from ablate.__main__ import job_line
+    from ablate.job.result import Result
+
+    job = SimpleNamespace(variant=SimpleNamespace(name="p", is_base=False), shape_name="tok8k_bf16")
+    out = Result("ok", metrics={"slowdown": 1.226, "slowdown_lo": 1.219, "slowdown_hi": 1.233,
+                                "step_slowdown": 1.0012, "step_slowdown_lo": 0.9985, "step_slowdown_hi": 1.0040,
+                                "step_share": 0.003, "step_twice": 1.0035})
+    _, line = job_line(job, out)
+    assert line.endswith("the step 1.0012x [0.9985, 1.0040] (share 0.30%, 2x kernel 1.0035x)"), line
+    half = Result("ok", params={"step_not_measured": "half_sms runs on its own stream"},
+                  metrics={"slowdown": 1.4, "slowdown_lo": 1.39, "slowdown_hi": 1.41})
+    assert job_line(job, half)[1].endswith("the step not measured: half_sms runs on its own stream")

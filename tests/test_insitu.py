@@ -181,9 +181,19 @@ def test_the_ranking_says_what_each_pathology_is_worth_to_the_step(tmp_path):
     assert "oversized_block at tok16k in ablate.workloads.llama:train: the kernel 1.300x, the step 1.0040x" in text
     assert "(significant); Amdahl predicts 1.0010x from the kernel's 0.35% of the step: slower than Amdahl predicts" in text
     assert "the kernel twice over costs the step 1.0057x: a kernel 10% faster would buy about 0.06% of the step" in text
-    assert "none at" not in text  # the control is the A/A check, not a finding
+    assert "none at" not in text and "the control" not in text  # an A/A check that holds is no finding
     assert insitu.figure(ranked, "tok16k", tmp_path / "step.png") and (tmp_path / "step.png").stat().st_size > 0
     assert not insitu.has_steps(ranked.drop(columns=["step_slowdown"]))
+    # A control that does not hold is said (a prefill's base against itself read 0.9904x [0.9829, 0.9979],
+    # H200 2026-12-02), and a pathology the step did not measure is named with why.
+    failed = ranked.copy()
+    failed.loc[0, ["step_slowdown", "step_slowdown_lo", "step_slowdown_hi", "step_significant"]] = \
+        [0.9904, 0.9829, 0.9979, 1]
+    failed["step_not_measured"] = [None, None, "half_sms runs on a green context's own stream"]
+    text = "\n".join(insitu.lines(failed))
+    assert ("the control (none, the base against itself) at tok16k in ablate.workloads.llama:train: the step "
+            "0.9904x [0.9829, 0.9979], significant: this step's rounds differ by about 0.96%") in text
+    assert "half_warps at tok16k: the kernel 1.010x; not measured in the step: half_sms runs on" in text
 
 
 def test_a_plugin_op_is_the_models_attention_and_the_reference_is_sdpa():
@@ -239,3 +249,51 @@ def test_the_share_counts_each_range_once_and_times_it_on_the_device():
     assert range_share(events, name) == (pytest.approx(6 / 100), 3)
     no_spans = [e for e in events if not (e.device_type == dev and e.is_user_annotation)]
     assert range_share(no_spans, name) == (pytest.approx(9 / 100), 3)
+
+
+def test_graphs_are_captured_again_each_round_in_that_rounds_order(monkeypatch):
+    """A graph captured once kept its capture for the whole job, and the difference between two
+    captures of one step was the same in every round: the base against itself read 0.9904x
+    [0.9829, 0.9979] in a prefill (H200, 2026-12-02). Each round captures every candidate anew,
+    in the order it times them, warming only the first capture."""
+    captured, replayed = [], []
+
+    class Graph:
+        def __init__(self, name):
+            self.name = name
+
+        def replay(self):
+            replayed.append(self.name)
+
+    def graph(w, plugin, kernel, launches, warm=2):
+        captured.append((kernel, launches, warm))
+        return Graph(kernel), None
+
+    monkeypatch.setattr(step, "_graph", graph)
+    monkeypatch.setattr(step, "_timed", lambda run, n: [run() or 1.0 for _ in range(n)])
+    candidates = {"base": ("b", 1), "variant": ("v", 1), "twice": ("b", 2)}
+    cfg = {"steps_per_round": 2, "min_rounds": 4, "max_rounds": 4, "precision": 0.0, "budget_s": 60}
+    rounds, reason, _, graphs = step.timed_rounds({"graphs": True, "step": None}, None, candidates, cfg, 7,
+                                                  lambda r: {"half_width": 1.0})
+    assert reason == "max_replicates" and len(rounds) == 4 and graphs.startswith("yes")
+    assert [c[2] for c in captured] == [2, 2, 2] + [0] * 9 and len(captured) == 3 * 4
+    # Each round after the first captured its three candidates in the order it timed them.
+    for i, r in enumerate(rounds[1:], start=1):
+        order = list(r)
+        assert [c[:2] for c in captured[3 * i:3 * i + 3]] == [candidates[n] for n in order]
+    assert len(replayed) == 4 * 3 * (1 + 2)  # per candidate: an untimed replay, then the timed ones
+
+
+def test_a_step_that_captures_once_but_not_again_is_one_line(monkeypatch):
+    calls = []
+
+    def graph(w, plugin, kernel, launches, warm=2):
+        calls.append(warm)
+        return (SimpleNamespace(replay=lambda: None), None) if warm else (None, "RuntimeError: capture")
+
+    monkeypatch.setattr(step, "_graph", graph)
+    monkeypatch.setattr(step, "_timed", lambda run, n: [1.0] * n)
+    cfg = {"steps_per_round": 1, "min_rounds": 3, "max_rounds": 3, "precision": 0.0, "budget_s": 60}
+    with pytest.raises(step.InSituError, match="captured in a CUDA graph once but not again in round 2"):
+        step.timed_rounds({"graphs": True, "step": None}, None, {"base": ("b", 1), "variant": ("v", 1)}, cfg, 1,
+                          lambda r: {"half_width": 1.0})

@@ -40,6 +40,12 @@ def lines(ranked) -> list[str]:
     d = ranked[ranked["step_slowdown"].notna()]
     workload = d["workload"] if "workload" in d else pd.Series(["the workload"] * len(d), index=d.index)
     for (shape, name), part in d.groupby([d["shape"], workload.fillna("the workload")], sort=False):
+        for _, r in part[part["pathology"] == "none"].iterrows():
+            if r.get("step_significant") == 1:  # the control: the base against itself, in the step
+                step = interval_text(r["step_slowdown"], r["step_slowdown_lo"], r["step_slowdown_hi"], "x", digits=4)
+                out.append(f"  - the control (none, the base against itself) at {shape} in {name}: the step {step}, "
+                           f"significant: this step's rounds differ by about {100 * abs(r['step_slowdown'] - 1):.2f}% "
+                           "for a reason that is not the kernel; read differences of that size here as noise")
         for _, r in part[part["pathology"] != "none"].sort_values("step_slowdown", ascending=False).iterrows():
             step = interval_text(r["step_slowdown"], r["step_slowdown_lo"], r["step_slowdown_hi"], "x", digits=4)
             verdict = str(r.get("step_vs_amdahl") or "")
@@ -53,6 +59,10 @@ def lines(ranked) -> list[str]:
             out.append(f"  - {shape} in {name}: the kernel twice over costs the step {t:.4f}x: a kernel 10% faster "
                        f"would buy about {10 * (t - 1):.2f}% of the step (share {100 * part['step_share'].median():.2f}%,"
                        f" {part['step_launches'].median():.0f} launches a step)")
+    if "step_not_measured" in ranked:
+        for _, r in ranked[ranked["step_not_measured"].notna()].iterrows():
+            out.append(f"  - {r['pathology']} at {r['shape']}: the kernel {r['slowdown']:.3f}x; not measured in the step: "
+                       f"{r['step_not_measured']}")
     return out
 
 

@@ -307,6 +307,7 @@ def load_jobs(experiment_id, sweep):
         "overrides": col("params.overrides"),  # what the variant sets that the base does not (pipeline.py)
         "workload": col("params.workload"),              # in situ: the model step it was timed in (ablate/gpu/insitu.py)
         "step_vs_amdahl": col("params.step_vs_amdahl"),
+        "step_not_measured": col("params.step_not_measured"),  # in situ skipped, and why (half_sms)
         "start_time": runs.get("start_time"),
     })
     metrics = runs[sorted(c for c in runs.columns if c.startswith("metrics."))]
