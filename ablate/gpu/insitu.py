@@ -216,12 +216,14 @@ def timed_rounds(w, plugin, candidates, cfg, seed, estimate):
     from ablate.gpu import swap
 
     # Graphs are captured again every round, in that round's random order. Captured once, in a
-    # fixed order, each candidate kept its own capture (its memory pool's addresses) for the whole
-    # job, and that difference was the same in every round, so no interval saw it: on the H200
-    # (2026-12-02, a 2-layer Llama prefill, a CUDA plugin inside it) the base against itself read
-    # 0.9904x [0.9829, 0.9979] and the calibrated 2x 1.029-1.038x against 1 + share's 1.038x, as
-    # if the first-captured base ran ~0.7% slow. Captured anew each round, what a capture does
-    # to a step varies from round to round and lies inside the interval.
+    # fixed order, each candidate kept one capture (its memory pool's addresses among what it
+    # fixes) for the whole job: a difference between two captures of one step is the same in
+    # every round, and no interval sees it. On the H200 (2026-12-02, a 2-layer Llama prefill, a
+    # CUDA plugin inside it, graphs captured once) the base against itself read 0.9904x
+    # [0.9829, 0.9979] and the calibrated 2x 1.029-1.038x against 1 + share's 1.038x, as if the
+    # base's graph, captured first, ran ~0.7% slow: that a capture is the cause is this change's
+    # premise, not yet measured (the control, rerun, says). Captured anew each round, whatever a
+    # capture does to a step varies from round to round and lies inside the interval.
     def capture(order, warm):
         made = {}
         for name in order:
