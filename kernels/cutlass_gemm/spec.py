@@ -108,7 +108,8 @@ INDEX = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 
          "swap_n48_1x2": 35, "swap_n64_1x2": 36, "swap_n128_1x2": 37,
          "skinny_1x2": 38, "skinny_2x1": 39,
          "swap128_n160": 40, "swap128_n144": 41, "swap128_n128": 42, "swap128_n192": 43,
-         "swap128_n64": 44, "swap_n160_splitk": 45, "swap128_n160_splitk": 46}
+         "swap128_n64": 44, "swap_n160_splitk": 45, "swap128_n160_splitk": 46,
+         "large_coop": 47, "coop_n64": 48}
 # Each one's output tile and cluster as the wave model of `candidates` reads them: (rows of d a tile
 # covers, its columns, the cluster along rows, along columns); a swapped one (d^T = b a^T) covers
 # m along its tile's N, so its tile is (N, 64 or 128) of d.
@@ -121,19 +122,25 @@ TILES = {"large": (128, 128, 1, 1), "skinny": (64, 64, 1, 1), "streamk": (128, 1
          "swap_n160": (160, 64, 1, 4), "swap_n192": (192, 64, 1, 4), "swap_n64_4x2": (64, 64, 2, 4),
          "swap_n48_1x2": (48, 64, 2, 1), "swap_n64_1x2": (64, 64, 2, 1), "swap128_n64": (64, 128, 1, 4),
          "swap128_n96": (96, 128, 1, 4), "swap128_n128": (128, 128, 1, 4), "swap128_n144": (144, 128, 1, 4),
-         "swap128_n160": (160, 128, 1, 4), "skinny_splitk": (64, 128, 1, 1)}
+         "swap128_n160": (160, 128, 1, 4), "skinny_splitk": (64, 128, 1, 1), "large_coop": (128, 128, 1, 1),
+         "coop_n64": (128, 64, 1, 1)}
 # The candidates timed: those the measured table named until 2026-12-02 (each the best at some
 # region of its grid), and those within a few percent of them where measured (n192 at m = 3072,
 # k = 1024; swap_n48, swap_n80, swap_n192, swap128_n96 at skinny m; streamk and skinny_2x1 where the
 # tiles leave SMs idle): TILES' keys, by index. Since issue 62's random check (H200, 2026-12-02:
-# 0.917 of cuBLAS's speed, geometric mean of 24 shapes, min 0.758), one more where its minimum
-# points, a prediction until a GPU run times it:
+# 0.917 of cuBLAS's speed, geometric mean of 24 shapes, min 0.758), three more where its misses
+# point, each a prediction until a GPU run times it:
 # - skinny_splitk (k split, SPLIT_K below) where few tiles leave most SMs idle over a long k: at
 #   m = 704, n = 240, k = 5472 (0.758, the minimum) skinny ran 44 tiles of 64x64 on 132 SMs, 86 k
 #   steps each; skinny_splitk's 22 tiles of 64x128 in 6 chunks make 132 blocks of 15 k steps, a
 #   third of skinny's MMAs per SM, for 4 MB of FP32 partial sums (in L2) and a second kernel. The
 #   k split lost 10-30% to swap_n160 at m 136-160, n 3072-7168, k 4096 (docs/history/2026-11-28-29.md),
 #   where the unsplit tiles filled 48-84% of a wave; at 33% and 86 k steps the idle SMs are more.
+# - large_coop, coop_n64 (base/cutlass_gemm.cu, 47 and 48): large's and streamk_n64's tiles under
+#   the cooperative kernel and the data-parallel scheduler, for grids of about one wave, where the
+#   ping-pong kernel has one tile an SM and nothing to hide its epilogue under (large 0.798 at
+#   m = 800, n = 1776, k = 768; at short k, k <= 256: streamk 0.814 at m = 336, n = 3984, k = 144,
+#   n128_2x1 0.866 at m = 496, n = 1632, k = 144).
 CANDIDATES = {name: INDEX[name] for name in TILES}
 WAVE_CUT = 4  # candidates whose waves of tiles take more than this many times the fewest are not timed
 # The configurations that split k (base/cutlass_gemm.cu's run: FP32 partial sums, a second kernel
