@@ -113,6 +113,24 @@ def test_the_wave_cut_leaves_out_a_tile_mostly_padding():
     assert {"large", "wide", "n192_1x2", "n320", "n224", "n160_coop", "streamk"} <= set(big)
 
 
+def test_the_wave_model_splits_k_as_the_kernel_does():
+    """A split-k configuration's blocks are its tiles times the chunks base/cutlass_gemm.cu's
+    split_count cuts k into (as many as the tiles leave SMs for, at most 8, each a multiple of 8
+    long), each the chunk's k steps; where it would not split it is not timed. At m = 704, n = 240,
+    k = 5472 (issue 62's minimum, skinny's 44 tiles): 22 tiles of 64x128 in 6 chunks of 912."""
+    text = (GEMM.dir / "base" / "cutlass_gemm.cu").read_text()
+    assert "std::min(int64_t(8), cute::max(int64_t(1), sms / tiles))" in text.replace("cute::min", "std::min")
+    assert "while (splits > 1 && k % (splits * 8)) --splits;" in text
+    shape = {"m": 704, "n": 240, "k": 5472, "dtype": "fp16"}
+    assert SPEC._splits(shape, "skinny_splitk") == 6 and SPEC._splits(shape, "skinny") == 1
+    assert SPEC._waves_of_tiles(shape, "skinny_splitk") == 64 * 128 * 15   # one wave of 132 blocks, 15 k steps
+    assert SPEC._waves_of_tiles(shape, "skinny") == 64 * 64 * 86           # one wave of 44, 86 k steps
+    assert {"skinny_splitk", "skinny"} <= set(SPEC.candidates(shape))
+    assert SPEC._splits({**shape, "k": 5464}, "skinny_splitk") == 1   # 5464 = 8 * 683: no chunk count divides it
+    assert "skinny_splitk" not in SPEC.candidates({**shape, "k": 5464})
+    assert "skinny_splitk" not in SPEC.candidates({"m": 1000, "n": 1000, "k": 1000, "dtype": "fp16"})  # 128 tiles
+
+
 @pytest.mark.parametrize("m, want", [(1, "swap_n32_4x1"), (24, "swap_n32_4x1"), (64, "swap_n64"), (96, "swap_n96"),
                                      (128, "swap_n128"), (160, "swap_n160"), (256, "skinny_n128"), (257, "large"),
                                      (8192, "large")])

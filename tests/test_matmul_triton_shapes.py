@@ -150,7 +150,8 @@ def test_the_candidates_tool_takes_matmul_tritons_shapes_and_candidates():
 
 def test_every_candidate_compiles_for_sm_90_with_every_instance():
     """Static mode compiles each configuration the choice can name, each instance of
-    spec.INSTANCES (aligned, m = 1, off the grid; FP16 and BF16) with TMA loads and stores;
+    spec.INSTANCES (aligned, m = 1, off the grid; FP16 and BF16) with TMA loads and stores where
+    it takes them (USE_TMA, TMA_STORE: the pointer candidates' loads are cp.async, LDGSTS);
     the 16-row tiles without wgmma (a warpgroup's is 64 rows), the others with it."""
     pytest.importorskip("triton")
     from ablate.build import sass
@@ -164,7 +165,9 @@ def test_every_candidate_compiles_for_sm_90_with_every_instance():
         assert r.ok, (name, r.log[-2000:])
         assert set(r.ptxas["kernels"]) == set(SPEC.INSTANCES), name
         totals = sass.read(r.lib)["totals"]
-        assert totals["utmaldg"] > 0 and totals["utmastg"] > 0, name
+        meta = {**SPEC.META, **SPEC.CANDIDATES[name]}
+        assert (totals["utmaldg"] > 0) == meta["USE_TMA"] and (totals["utmastg"] > 0) == meta["TMA_STORE"], name
+        assert meta["USE_TMA"] or totals["ldgsts"] > 0, name
         assert (totals["hgmma"] == 0) == (SPEC.CANDIDATES[name].get("BLOCK_M") == 16), (name, totals["hgmma"])
 
 

@@ -108,7 +108,8 @@ INDEX = {"large": 1, "skinny": 2, "streamk": 3, "skinny_n32": 4, "skinny_n128": 
          "swap_n48_1x2": 35, "swap_n64_1x2": 36, "swap_n128_1x2": 37,
          "skinny_1x2": 38, "skinny_2x1": 39,
          "swap128_n160": 40, "swap128_n144": 41, "swap128_n128": 42, "swap128_n192": 43,
-         "swap128_n64": 44, "swap_n160_splitk": 45, "swap128_n160_splitk": 46}
+         "swap128_n64": 44, "swap_n160_splitk": 45, "swap128_n160_splitk": 46,
+         "large_coop": 47, "coop_n64": 48}
 # Each one's output tile and cluster as the wave model of `candidates` reads them: (rows of d a tile
 # covers, its columns, the cluster along rows, along columns); a swapped one (d^T = b a^T) covers
 # m along its tile's N, so its tile is (N, 64 or 128) of d.
@@ -121,36 +122,79 @@ TILES = {"large": (128, 128, 1, 1), "skinny": (64, 64, 1, 1), "streamk": (128, 1
          "swap_n160": (160, 64, 1, 4), "swap_n192": (192, 64, 1, 4), "swap_n64_4x2": (64, 64, 2, 4),
          "swap_n48_1x2": (48, 64, 2, 1), "swap_n64_1x2": (64, 64, 2, 1), "swap128_n64": (64, 128, 1, 4),
          "swap128_n96": (96, 128, 1, 4), "swap128_n128": (128, 128, 1, 4), "swap128_n144": (144, 128, 1, 4),
-         "swap128_n160": (160, 128, 1, 4)}
+         "swap128_n160": (160, 128, 1, 4), "skinny_splitk": (64, 128, 1, 1), "large_coop": (128, 128, 1, 1),
+         "coop_n64": (128, 64, 1, 1)}
 # The candidates timed: those the measured table named until 2026-12-02 (each the best at some
 # region of its grid), and those within a few percent of them where measured (n192 at m = 3072,
 # k = 1024; swap_n48, swap_n80, swap_n192, swap128_n96 at skinny m; streamk and skinny_2x1 where the
-# tiles leave SMs idle): TILES' keys, by index.
+# tiles leave SMs idle): TILES' keys, by index. Since issue 62's random check (H200, 2026-12-02:
+# 0.917 of cuBLAS's speed, geometric mean of 24 shapes, min 0.758), three more where its misses
+# point, each a prediction until a GPU run times it:
+# - skinny_splitk (k split, SPLIT_K below) where few tiles leave most SMs idle over a long k: at
+#   m = 704, n = 240, k = 5472 (0.758, the minimum) skinny ran 44 tiles of 64x64 on 132 SMs, 86 k
+#   steps each; skinny_splitk's 22 tiles of 64x128 in 6 chunks make 132 blocks of 15 k steps, a
+#   third of skinny's MMAs per SM, for 4 MB of FP32 partial sums (in L2) and a second kernel. The
+#   k split lost 10-30% to swap_n160 at m 136-160, n 3072-7168, k 4096 (docs/history/2026-11-28-29.md),
+#   where the unsplit tiles filled 48-84% of a wave; at 33% and 86 k steps the idle SMs are more.
+# - large_coop, coop_n64 (base/cutlass_gemm.cu, 47 and 48): large's and streamk_n64's tiles under
+#   the cooperative kernel and the data-parallel scheduler, for grids of about one wave, where the
+#   ping-pong kernel has one tile an SM and nothing to hide its epilogue under (large 0.798 at
+#   m = 800, n = 1776, k = 768; at short k, k <= 256: streamk 0.814 at m = 336, n = 3984, k = 144,
+#   n128_2x1 0.866 at m = 496, n = 1632, k = 144).
 CANDIDATES = {name: INDEX[name] for name in TILES}
 WAVE_CUT = 4  # candidates whose waves of tiles take more than this many times the fewest are not timed
+# The configurations that split k (base/cutlass_gemm.cu's run: FP32 partial sums, a second kernel
+# adds them), as many chunks as `_splits` says.
+SPLIT_K = ("skinny_splitk", "swap_n160_splitk", "swap128_n160_splitk")
+K_STEP = 64  # every configuration's tile K: a block's k loop is ceil(k / K_STEP) steps
+
+
+def _tiles(shape, name):
+    """`name`'s output tiles at `shape`, the grid padded to whole clusters."""
+    rows, cols, cluster_rows, cluster_cols = TILES[name]
+    return (-(-(-(-shape["m"] // rows)) // cluster_rows) * cluster_rows
+            * (-(-(-(-shape["n"] // cols)) // cluster_cols) * cluster_cols))
+
+
+def _splits(shape, name):
+    """The chunks a split-k configuration cuts k into at `shape`, as base/cutlass_gemm.cu's
+    split_count: as many as its tiles (unpadded) leave SMs for, at most 8, each chunk a multiple
+    of 8 elements; 1 for the others."""
+    if name not in SPLIT_K:
+        return 1
+    rows, cols = TILES[name][:2]
+    tiles = -(-shape["m"] // rows) * -(-shape["n"] // cols)
+    splits = min(8, max(1, SMS // tiles))
+    while splits > 1 and shape["k"] % (splits * 8):
+        splits -= 1
+    return splits
 
 
 def _waves_of_tiles(shape, name):
-    """The wave model: waves of `name`'s output tiles over SMS SMs (the grid padded to whole
-    clusters) times a tile's area, the time of one SM's work if every tile ran at one speed;
-    stream-K shares the last wave's work, so its waves are not rounded up."""
-    rows, cols, cluster_rows, cluster_cols = TILES[name]
-    tiles = (-(-(-(-shape["m"] // rows)) // cluster_rows) * cluster_rows
-             * (-(-(-(-shape["n"] // cols)) // cluster_cols) * cluster_cols))
-    waves = tiles / SMS if name == "streamk" else -(-tiles // SMS)
-    return waves * rows * cols
+    """The wave model: waves of `name`'s blocks over SMS SMs times a block's work, a tile's area
+    times its k steps, the time of one SM's work if every block ran at one speed. A split-k
+    configuration launches each tile once per chunk (tiles x splits blocks), each block the
+    chunk's k steps; the partial sums' traffic and second kernel are not in the model (the timing
+    pays them). Stream-K shares the last wave's work, so its waves are not rounded up."""
+    rows, cols = TILES[name][:2]
+    tiles, splits = _tiles(shape, name), _splits(shape, name)
+    waves = tiles / SMS if name == "streamk" else -(-(tiles * splits) // SMS)
+    return waves * rows * cols * -(-(shape["k"] // splits) // K_STEP)
 
 
 def candidates(shape):
     """The candidates worth timing at `shape`: the swapped ones (m along the tile's N) where m <= 256,
     the 64-row ones where m <= 1024, the 128- and 256-row ones where m > 64 (outside those a tile
-    holds mostly padding of m: the grid of 2026-11-26 to 29 never found one the best there), and of
-    those, the ones whose waves of tiles take at most WAVE_CUT times the fewest (_waves_of_tiles). A
-    cheap prune: the timing picks among what is left."""
+    holds mostly padding of m: the grid of 2026-11-26 to 29 never found one the best there), a
+    split-k one where it splits k at all (in one chunk it is its tile's configuration plus a second
+    kernel), and of those, the ones whose waves of tiles take at most WAVE_CUT times the fewest
+    (_waves_of_tiles). A cheap prune: the timing picks among what is left."""
     m = shape["m"]
 
     def fits(name):
         rows = TILES[name][0]
+        if name in SPLIT_K and _splits(shape, name) == 1:
+            return False
         if name.startswith("swap"):
             return m <= 256
         return m <= 1024 if rows == 64 else m > 64

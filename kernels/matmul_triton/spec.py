@@ -77,6 +77,29 @@ CANDIDATES = {
     "m16_n32": {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 256, "num_warps": 4, "num_stages": 6},    # 6 x 24 + 1
     "m16_tiles": {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4,  # 4 x 20 + 2,
                   "PERSISTENT": False},                                                          # 2 an SM
+    # Issue 62's random check (H200, 2026-12-02; 24 shapes, m, n, k in [128, 8192]): 0.726 of
+    # cuBLAS's speed (geometric mean), every one of the above timed at each shape; at short k
+    # (k <= 256) the base trails cuBLAS by 2.2-2.8 us whatever the shape's size (m = 320, n = 464:
+    # 5.42 us against 3.24; m = 512, n = 2640: 7.24 against 4.63; m = 5408, n = 496: 8.60 against
+    # 5.89), and cutlass_gemm's base by 1.5-2.2 us at the same shapes, so a cost of the launch more
+    # than of the tiles. Every candidate above makes its TMA descriptors on the device, three a
+    # program (a write to global scratch and a tensormap fence before the first load). These two
+    # make none (USE_TMA, TMA_STORE off: masked pointer loads through cp.async and a pointer store),
+    # a program per tile (the pointer path pipelines A and B there, not in the fused persistent loop:
+    # docs/history/matmul-triton.md, no_tma), K steps of 64 (k = 144 in 3 steps of 64, not 2 of 128
+    # with 112 of zeros), and few enough stages that 2-3 programs share an SM. A prediction, not
+    # measured: faster than every candidate above where k <= 256; slower past k ~ 1024, where the
+    # descriptors' cost is amortized and TMA's cheaper loads pay (no_tma: 2.9x at prefill).
+    "m64_ptr": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4,  # 4 x 16 + 0,
+                "USE_TMA": False, "TMA_STORE": False, "PERSISTENT": False},                   # 3 an SM
+    "square_ptr": {"BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 3,           # 3 x 32 + 0,
+                   "USE_TMA": False, "TMA_STORE": False, "PERSISTENT": False},              # 2 an SM
+    # Long k over few tiles: at m = 704, n = 240, k = 5472 m64_n64's 44 tiles of 64 x 64 left 88 SMs
+    # idle for 43 K steps (0.585 of cuBLAS), at m = 608, n = 432, k = 4272 its 70 tiles 62 (0.789).
+    # 64 x 32 tiles make twice the programs, each half the MMAs of a K step over the same A tile. A
+    # prediction, not measured: faster than m64_n64 where its tiles fill at most half the SMs and
+    # k >= 2048; m64_n64 ahead wherever 64 x 32's tiles pass a wave.
+    "m64_n32": {"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 128, "num_warps": 4, "num_stages": 6},  # 6 x 24 + 4
 }
 
 

@@ -225,6 +225,19 @@ GEMM_CANDIDATE(43,    swap128_n192, Tile128x192,     Tall4Cluster, Cooperative, 
 GEMM_CANDIDATE(44,    swap128_n64, Tile128x64,       Tall4Cluster, Cooperative, DataParallel, Rank4, E, Operands::ba)
 GEMM_CANDIDATE(45,    swap_n160_splitk, Tile64x160,  Tall4Cluster, PingPong,    DataParallel, Rank4, float, Operands::ba)
 GEMM_CANDIDATE(46,    swap128_n160_splitk, Tile128x160, Tall4Cluster, Cooperative, DataParallel, Rank4, float, Operands::ba)
+// large's and streamk_n64's tiles, cooperative, under the persistent data-parallel scheduler: for
+// grids of at most about one wave (issue 62's random check, H200, 2026-12-02: large 0.798 of cuBLAS
+// at m = 800, n = 1776, k = 768, 98 tiles of 128x128; streamk the pick at 0.814 at m = 336,
+// n = 3984, k = 144, 96 tiles; n128_2x1 0.866 at m = 496, n = 1632, k = 144, 104 tiles of 64x128).
+// With one tile an SM the ping-pong kernel's second consumer warpgroup has no tile whose MMAs could
+// hide the first's epilogue, and that one warpgroup holds the whole tile (128 accumulators a thread
+// at 128x128); the cooperative kernel splits the tile between the two (64 rows each), halving each
+// one's epilogue, which at short k (2-4 k steps) is much of a tile's time. streamk has that split
+// but pays the stream-K scheduler (its workspace, and fix-ups where it shares a tile's k loop).
+// A prediction, not measured: faster than large and streamk where 128x128 tiles make at most one
+// wave, than skinny_n128 and n128_2x1 where 128x64 ones do; slower than large past a wave.
+GEMM_CANDIDATE(47,    large_coop,  Tile128x128,      Cluster1x1,   Cooperative, DataParallel, Rank3)
+GEMM_CANDIDATE(48,    coop_n64,    Tile128x64,       Cluster1x1,   Cooperative, DataParallel, Rank3)
 #undef GEMM_CANDIDATE
 
 // The workspace a configuration asks for (stream-K's partial sums and tile locks; none for the
