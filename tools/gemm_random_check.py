@@ -62,6 +62,9 @@ def check(kernel, peer, shape):
     return {"shape": shape, "pick": job.candidate, "speed": peer_us / base_us, "base_us": base_us, "peer_us": peer_us,
             "rel_err_fp64": err, "correct": err <= spec.tolerance(shape), "tune_s": job.tuned.get("seconds"),
             "tune_wall_s": tune_wall_s, "timed": len(job.tuned.get("times_us", {})),
+            # every candidate's median in the tuning, beside the tuning's own cuBLAS time: how near the
+            # others came, where the pick misses (the 2026-12-02 run kept only their count)
+            "times_us": job.tuned.get("times_us", {}), "tune_peer_us": job.tuned.get("peer_us"),
             "rejected": sorted(job.tuned.get("rejected", {}))}
 
 
