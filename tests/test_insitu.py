@@ -157,7 +157,7 @@ def test_a_library_function_is_replaced_wherever_it_is_held_and_restored_after_a
     del holder
 
 
-def test_the_ranking_says_what_each_pathology_is_worth_to_the_step(tmp_path):
+def test_the_ranking_says_what_each_pathology_is_worth_to_the_step(tmp_path, monkeypatch):
     """make rank's columns, the findings' section and the figure from jobs with step metrics."""
     import pandas as pd
 
@@ -183,6 +183,17 @@ def test_the_ranking_says_what_each_pathology_is_worth_to_the_step(tmp_path):
     assert "the kernel twice over costs the step 1.0057x: a kernel 10% faster would buy about 0.06% of the step" in text
     assert "none at" not in text and "the control" not in text  # an A/A check that holds is no finding
     assert insitu.figure(ranked, "tok16k", tmp_path / "step.png") and (tmp_path / "step.png").stat().st_size > 0
+    wide = pd.concat([ranked, ranked.iloc[[1]].assign(pathology="no_unroll", slowdown=45.0, slowdown_lo=44.9,
+                                                      slowdown_hi=45.1, step_slowdown=2.5, step_slowdown_lo=2.49,
+                                                      step_slowdown_hi=2.51)])
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    shown, real = [], plt.subplots
+    monkeypatch.setattr(plt, "subplots", lambda *a, **k: shown.append(a) or real(*a, **k))
+    assert insitu.figure(wide, "tok16k", tmp_path / "wide.png")  # 45x beside 1.3x: a zoomed second panel
+    assert insitu.figure(ranked, "tok16k", tmp_path / "step.png")  # all within 2.5x: one
+    assert shown == [(1, 2), (1, 1)]
     assert not insitu.has_steps(ranked.drop(columns=["step_slowdown"]))
     # A control that does not hold is said (a prefill's base against itself read 0.9904x [0.9829, 0.9979],
     # H200 2026-12-02), and a pathology the step did not measure is named with why.
