@@ -282,6 +282,8 @@ def test_graphs_are_captured_again_each_round_in_that_rounds_order(monkeypatch):
 
     monkeypatch.setattr(step, "_graph", graph)
     monkeypatch.setattr(step, "_timed", lambda run, n: [run() or 1.0 for _ in range(n)])
+    released = []  # a graph's pool is freed by empty_cache only: before every capture after the first
+    monkeypatch.setattr(step, "_release_graphs", lambda: released.append(len(captured)))
     candidates = {"base": ("b", 1), "variant": ("v", 1), "twice": ("b", 2)}
     cfg = {"steps_per_round": 2, "min_rounds": 4, "max_rounds": 4, "precision": 0.0, "budget_s": 60}
     rounds, reason, _, graphs = step.timed_rounds({"graphs": True, "step": None}, None, candidates, cfg, 7,
@@ -293,6 +295,7 @@ def test_graphs_are_captured_again_each_round_in_that_rounds_order(monkeypatch):
         order = list(r)
         assert [c[:2] for c in captured[3 * i:3 * i + 3]] == [candidates[n] for n in order]
     assert len(replayed) == 4 * 3 * (1 + 2)  # per candidate: an untimed replay, then the timed ones
+    assert released == [3, 6, 9]
 
 
 def test_a_step_that_captures_once_but_not_again_is_one_line(monkeypatch):

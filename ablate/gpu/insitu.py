@@ -191,6 +191,19 @@ def _graph(w, plugin, kernel, launches, warm=2):
         return None, f"{type(e).__name__}: {text[0] if text else ''}"
 
 
+def _release_graphs():
+    """The memory of the graphs let go, given back before the next capture. A graph's private
+    pool is not reused by another graph's: torch frees it in empty_cache, or where an allocation
+    fails, which it does not do while a capture is under way. A prefill's graphs hold a few GB
+    each (an estimate), three a round: captured anew each round without this, the device would
+    fill within tens of rounds and a capture fail out of memory."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
 def _timed(run, n):
     """n samples (us) of `run()`, each between its own pair of CUDA events."""
     import numpy as np
@@ -261,6 +274,7 @@ def timed_rounds(w, plugin, candidates, cfg, seed, estimate):
         order = [str(n) for n in rng.permutation(list(candidates))]
         if graphs and i > 0:
             graphs = {}  # the last round's let go before the new ones take memory
+            _release_graphs()
             graphs, again = capture(order, 0)
             if not graphs:
                 raise InSituError(f"the step captured in a CUDA graph once but not again in round {i + 1}: {again}")
