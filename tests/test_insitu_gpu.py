@@ -61,3 +61,22 @@ def test_attention_hopper_is_the_models_attention_and_agrees_with_sdpa():
     assert metrics["step_calls"] == 1 and metrics["step_ref_rel_err"] < 0.02
     graph, why = step._graph(w, plugin, kernels["none"], 1)
     assert graph is not None, why
+
+
+def test_a_prefills_graphs_are_captured_each_round_and_the_memory_stays_flat(monkeypatch):
+    """The whole measurement on a small prefill in CUDA graphs, every candidate captured anew each
+    round: a graph's pool is freed only by empty_cache, so without it each round's three graphs
+    would stay reserved (and a capture fail once the device is full)."""
+    plugin, kernels = _liger()
+    reserved, real = [], step._release_graphs
+
+    def release():
+        real()
+        reserved.append(torch.cuda.memory_reserved())
+    monkeypatch.setattr(step, "_release_graphs", release)
+    cfg = {"workload": "ablate.workloads.llama:prefill", "options": {**SMALL, "liger": True}, "steps_per_round": 2,
+           "min_rounds": 6, "max_rounds": 6, "precision": 0.0, "budget_s": 60, "profile_steps": 2,
+           "ref_tolerance": 0.02}
+    metrics, params = step.measure(plugin, kernels["none"], kernels["oversized_block"], 1.2, cfg, 0, 0.01)
+    assert params["step_graphs"].startswith("yes") and metrics["step_rounds"] == 6
+    assert len(reserved) == 5 and max(reserved) <= reserved[0] * 1.05, reserved
