@@ -203,8 +203,13 @@ def test_the_ranking_says_what_each_pathology_is_worth_to_the_step(tmp_path, mon
     failed["step_not_measured"] = [None, None, "half_sms runs on a green context's own stream"]
     text = "\n".join(insitu.lines(failed))
     assert ("the control (none, the base against itself) at tok16k in ablate.workloads.llama:train: the step "
-            "0.9904x [0.9829, 0.9979], significant: this step's rounds differ by about 0.96%") in text
+            "0.9904x [0.9829, 0.9979], its interval clear of 1: this step's candidates differ by about 0.96%") in text
     assert "half_warps at tok16k: the kernel 1.010x; not measured in the step: half_sms runs on" in text
+    # The planted 2x against the profiler's share: each job's interval holds 1 + share or not, and which way
+    twice = ranked.iloc[:2].assign(step_twice=[1.0058, 1.0020], step_twice_lo=[1.0030, 1.0001],
+                                   step_twice_hi=[1.0086, 1.0033], step_amdahl_twice=[1.0035, 1.0035])
+    text = "\n".join(insitu.lines(twice))
+    assert "; the 2x holds 1 + share (1.0035x) in 1 of 2 jobs' intervals, the median +0.04% from it" in text
 
 
 def test_a_plugin_op_is_the_models_attention_and_the_reference_is_sdpa():

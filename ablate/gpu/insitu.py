@@ -298,6 +298,7 @@ def measure(plugin, base, variant, kernel_slowdown, cfg, seed, min_effect, varia
     from ablate.gpu import swap
 
     name = cfg["workload"]
+    step_effect = float(cfg.get("min_effect", min_effect))  # insitu.min_effect: a step's, not the kernel's
     if not swap.is_library_triton(plugin):
         swap.register(plugin)  # torch.ops.ablate.<plugin>, which the workload calls
     w = workload_of(cfg, torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu")
@@ -309,7 +310,7 @@ def measure(plugin, base, variant, kernel_slowdown, cfg, seed, min_effect, varia
     candidates = {"base": (base, 1), "variant": (variant, int(variant_launches)), "twice": (base, 2)}
 
     def estimate(rounds, who="variant"):
-        return slowdown([r["base"] for r in rounds], [r[who] for r in rounds], min_effect)
+        return slowdown([r["base"] for r in rounds], [r[who] for r in rounds], step_effect)
 
     rounds, reason, seconds, graphs = timed_rounds(w, plugin, candidates, cfg, seed, estimate)
     step, twice = estimate(rounds), estimate(rounds, "twice")

@@ -201,7 +201,7 @@ def shape_base(plugin, shape) -> dict:
 
 
 INSITU_NUMBERS = {"steps_per_round": int, "min_rounds": int, "max_rounds": int, "precision": float,
-                  "budget_s": float, "profile_steps": int, "ref_tolerance": float}
+                  "min_effect": float, "budget_s": float, "profile_steps": int, "ref_tolerance": float}
 
 
 def insitu_of(cfg) -> dict | None:
