@@ -190,7 +190,7 @@ def build_pathologies(plugin, names, overrides=(), kernel_path=()):
     is not applicable too, as in a sweep (ablate.pipeline.over_limits): it cannot launch; and so
     is one that does not compile (quack_rmsnorm's num_threads 64 at hidden 8192, H200 2026-12-02).
 
-    Returns (cfg of the first, {pathology name: BuildResult}, {pathology name: why it is
+    Returns (the first's job, {pathology name: BuildResult}, {pathology name: why it is
     declared not applicable}).
     """
     from ablate.build.compile import build
@@ -202,8 +202,8 @@ def build_pathologies(plugin, names, overrides=(), kernel_path=()):
     jobs = {n: job_of(c) for n, c in cfgs.items()}
     declared = {n: "; ".join(j.opted_out.values()) for n, j in jobs.items() if j.opted_out}
     built = [n for n in names if n not in declared]
-    cfg = cfgs[names[0]]
-    results = build([jobs[n].variant for n in built], cfg.build, plugin, ROOT) if built else {}
+    first = jobs[names[0]]
+    results = build([jobs[n].variant for n in built], first.build, plugin, ROOT) if built else {}
     results = {n: results[jobs[n].variant.name] for n in built}
     for n, result in list(results.items()):  # a tunable's neighbour over the arch's limits, or one that
         why = (cannot_launch(jobs[n].variant, result, plugin.spec)  # does not compile: as a sweep says
@@ -212,7 +212,7 @@ def build_pathologies(plugin, names, overrides=(), kernel_path=()):
         if why:
             declared[n] = why.removeprefix("not applicable: ")
             del results[n]
-    return cfg, results, declared
+    return first, results, declared
 
 
 def build_candidates(plugin, names, overrides=(), kernel_path=()):
@@ -358,15 +358,14 @@ def run(args):
           file=sys.stderr, flush=True)
     from hydra.errors import HydraException
     from ablate.build.compile import BuildError, unavailable
-    from ablate.pipeline import job_of
     if why := unavailable(plugin):
         raise SystemExit(why)
     try:
         if wanted:
             builds, declared, on = build_candidates(plugin, wanted, overrides, kernel_path), {}, None
         else:
-            cfg, builds, declared = build_pathologies(plugin, names, overrides, kernel_path)
-            on = job_of(cfg).candidate  # the configuration every pathology's build holds
+            first, builds, declared = build_pathologies(plugin, names, overrides, kernel_path)
+            on = first.candidate  # the configuration every pathology's build holds
     except HydraException as e:
         raise SystemExit(f"cannot compose the config (check --override): {e}")
     except ValueError as e:  # a VariantError, or another setting a job refuses
