@@ -236,6 +236,19 @@ def _sass_reader(results):
     return sass_of
 
 
+def composed_again_untimed(cfg, monkeypatch):
+    """The job of `cfg` composed a second time with the GPU worker made to fail the test: the
+    record the first job kept (an autotuner's pick, or the fastest of a kernel's candidates) is
+    read back, nothing tuned or timed twice."""
+    import ablate.gpu.pool as pool
+    from ablate.pipeline import job_of
+
+    monkeypatch.setattr(pool, "run_worker", lambda spec, t: pytest.fail("tuned or timed twice"))
+    again = job_of(cfg)
+    monkeypatch.undo()
+    return again
+
+
 def loaded_pathologies(kernel, names):
     """{pathology name: the variant loaded to run} (a Kernel, or a TritonKernel for a Triton
     plugin): each of `names` composed and built as the sanitizer builds them (one build, into

@@ -14,6 +14,8 @@ torch = pytest.importorskip("torch")
 from ablate.job import plugins  # noqa: E402
 from ablate.pipeline import job_of, run_job  # noqa: E402
 
+from conftest import composed_again_untimed  # noqa: E402
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "plugins"
 pytestmark = pytest.mark.gpu
 
@@ -30,11 +32,8 @@ def test_the_base_is_the_fastest_candidate_timed_once_and_recorded(tmp_path, mon
     assert job.tuned["gpu"] == torch.cuda.get_device_name()
     records = list((tmp_path / "autotune").glob("*.json"))
     assert len(records) == 1 and json.loads(records[0].read_text())["candidate"] == "wide_grid"
-    import ablate.gpu.pool as pool
-    monkeypatch.setattr(pool, "run_worker", lambda spec, t: pytest.fail("timed twice"))
-    again = job_of(cfg)
+    again = composed_again_untimed(cfg, monkeypatch)
     assert again.candidate == "wide_grid"
-    monkeypatch.undo()
     r = run_job(again)
     assert r.status == "ok", r.error
     assert r.params["base_candidate"] == "wide_grid" and r.params["base_candidate_from"] == "timed"

@@ -16,7 +16,7 @@ from ablate.job import plugins  # noqa: E402
 from ablate.pipeline import job_of as make_job  # noqa: E402  (on the autotuner's pick)
 from ablate.pipeline import run_job  # noqa: E402
 
-from conftest import loaded_pathologies  # noqa: E402
+from conftest import composed_again_untimed, loaded_pathologies  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "plugins"
 pytestmark = pytest.mark.gpu
@@ -33,11 +33,8 @@ def test_the_autotuned_base_is_the_autotuners_pick_tuned_once(tmp_path, monkeypa
     assert json.loads(min(job.tuned["timings"], key=lambda c: job.tuned["timings"][c][0])) == job.base.base_meta
     assert len(list((tmp_path / "autotune").glob("*.json"))) == 1
     # the next job of the sweep reads the record: it does not tune again
-    import ablate.gpu.pool as worker
-    monkeypatch.setattr(worker, "run_worker", lambda spec, t: pytest.fail("tuned twice"))
-    again = make_job(cfg)
+    again = composed_again_untimed(cfg, monkeypatch)
     assert again.base.base_meta == job.base.base_meta
-    monkeypatch.undo()
     r = run_job(again)
     assert r.status == "ok", r.error
     assert r.params["base_meta_from"] == "autotuner"
