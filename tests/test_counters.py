@@ -271,6 +271,20 @@ def test_mechanism_rows_show_deciding_counters_and_what_moved_instead():
     assert "lts__t_bytes.sum 1 G -> 4.5 G" in rows["tiny_blocks"]["moved most instead"]
 
 
+def test_a_refuted_mechanism_whose_time_did_not_move_is_no_effect_not_refuted():
+    """Issue 65: no_launch_bounds on the H200 (registers 48 -> 48, 0.993x) failed its rule
+    `differs`; a pathology that did not act refutes nothing. Significant, the same counters refute."""
+    ranked = _ranked().assign(significant=["yes", "no"], slowdown=[2.0, 1.0], slowdown_lo=[1.9, 0.99],
+                              slowdown_hi=[2.1, 1.01])
+    rows = {r["pathology"]: r for r in counters.mechanism_rows(ranked)}
+    assert rows["no_swizzle"]["mechanism"] == "confirmed" and rows["tiny_blocks"]["mechanism"] == "no effect"
+    assert rows["tiny_blocks"]["moved most instead"] == "-"
+    assert counters.judged("refuted", "yes") == "refuted" and counters.judged("confirmed", "no") == "confirmed"
+    assert counters.judged("refuted", None) == "refuted"  # a record without its significance: as it was
+    rows = {r["pathology"]: r for r in counters.mechanism_rows(ranked.assign(significant=["yes", "yes"]))}
+    assert rows["tiny_blocks"]["mechanism"] == "refuted"
+
+
 def test_roofline_figure_and_speed_of_light_table(tmp_path):
     ranked = _ranked()
     pts = roofline.points(ranked, "s")

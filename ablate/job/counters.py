@@ -20,7 +20,9 @@ the variant's value, {ratio_at_least|ratio_at_most: N} on variant / base (a base
 any positive value an infinite ratio). Metric names are checked before anything runs against
 ncu's own list for GH100 (ablate/data/ncu_metrics_gh100.txt). The mechanism is *confirmed*
 when every rule of every pathology of the variant holds, *refuted* when one does not; the
-counters that moved most are shown beside a refuted one.
+counters that moved most are shown beside a refuted one. A report reads a refuted mechanism
+whose slowdown is not significant as *no effect* (`judged`): the pathology did not act at
+that shape, and nothing needs explaining.
 """
 import functools
 import json
@@ -188,6 +190,17 @@ def verdict(triples, base, variant):
     return ("confirmed" if all(ok for *_, ok in checked) else "refuted"), checked
 
 
+NO_EFFECT = "no effect"
+
+
+def judged(state, significant) -> str:
+    """The verdict as a report states it: a refuted mechanism on a variant whose time did not
+    move (`significant` "no") is "no effect". The rules describe what a pathology changes when
+    it acts; where it did not act (no_launch_bounds where the bound did not bind: the H200,
+    2026-12-02, registers 48 -> 48 and 0.993x), a failed rule refutes nothing."""
+    return NO_EFFECT if state == "refuted" and significant == "no" else state
+
+
 def moved_most(base, variant, n=3, skip=()):
     """The n counters whose variant / base ratio lies farthest from 1 (in log), as
     [(metric, base, variant)]; counters that are 0 in both, or a % of peak, are left out
@@ -231,6 +244,7 @@ def mechanism_rows(ranked):
             continue
         triples = [tuple(t) for t in json.loads(r.get("counters") or "[]")]
         state, checked = verdict(triples, base, variant) if triples else (verdict_text, [])
+        state = judged(state, r.get("significant"))
         deciding = "; ".join(
             f"{'' if ok else 'FAILS '}{m} {fmt(b)} -> {fmt(v)} ({describe(rule)})"
             for _, m, rule, b, v, ok in checked)

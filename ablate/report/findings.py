@@ -39,6 +39,7 @@ import re
 import pandas as pd
 
 from ablate.gpu.stats import interval_text
+from ablate.job import counters
 
 BASE = "none"  # ablate.job.variant.BASE: the A/A job
 TUNE_PREFIX = "tune_"  # ablate.job.tunables.PREFIX (report does not import the job's writer)
@@ -232,7 +233,8 @@ def of(ranked, unranked=None) -> dict:
                                    f"({side} the range)"})
     refuted = []
     if "counters_verdict" in ranked:
-        for _, r in ranked[ranked["counters_verdict"] == "refuted"].iterrows():
+        judged = [counters.judged(v, s) for v, s in zip(ranked["counters_verdict"], ranked["significant"])]
+        for _, r in ranked[[v == "refuted" for v in judged]].iterrows():
             refuted.append({"shape": r["shape"], "pathology": r["pathology"],
                             "line": f"{r['pathology']} at {r['shape']}: {_slow(r)}, but the counters refute "
                                     "its mechanism (the table below says which counter did not move)"})

@@ -418,8 +418,10 @@ def counter_views(ranked):
         view = pd.DataFrame(rows)
         confirmed = int((view["mechanism"] == "confirmed").sum())
         judged = int(view["mechanism"].isin(["confirmed", "refuted"]).sum())
+        idle = int((view["mechanism"] == counters.NO_EFFECT).sum())
+        idle = f"; {idle} no effect (a rule failed where the time did not move either)" if idle else ""
         out.append((f"Mechanism by hardware counters (ncu, one launch each, caches flushed): {confirmed} of "
-                    f"{judged} confirmed:", view))
+                    f"{judged} confirmed{idle}:", view))
     sol = roofline.sol_table(ranked)
     if sol is not None:
         out.append(("Speed of light (% of ncu's peak per unit):", sol))
