@@ -2,6 +2,8 @@
 training step by the job's own library (the library's function restored after, even when the
 step raises), the whole measurement on a small model, and attention_hopper as the model's
 attention through torch.ops.ablate.attention_hopper, checked against SDPA inside the model."""
+import json
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -41,14 +43,30 @@ def test_ligers_function_is_the_jobs_library_in_the_model_and_restored_even_when
     assert lib._rms_norm_forward_kernel is original
 
 
-def test_the_whole_measurement_on_a_small_training_step():
+def test_the_whole_measurement_on_a_small_training_step(monkeypatch):
+    """The calibrated 2x is held to what it runs (the base, two launches a call), not to its value:
+    in 3-4 rounds of a step whose kernel share is a fraction of a percent it lies within noise of
+    1 (the H200, 2026-12-02: `step_twice > 1` read 0.9946)."""
     plugin, kernels = _liger()
+    ran, real = [], swap.active
+
+    def spy(plugin_, kernel, launches=1):
+        ran.append(("base" if kernel is kernels["none"] else "variant", launches))
+        return real(plugin_, kernel, launches)
+    monkeypatch.setattr(swap, "active", spy)
     cfg = {"workload": "ablate.workloads.llama:train", "options": SMALL, "steps_per_round": 2, "min_rounds": 3,
            "max_rounds": 4, "precision": 0.003, "budget_s": 20, "profile_steps": 2, "ref_tolerance": 0.02}
-    metrics, params = step.measure(plugin, kernels["none"], kernels["oversized_block"], 1.2, cfg, 0, 0.01)
+    metrics, params, samples = step.measure(plugin, kernels["none"], kernels["oversized_block"], 1.2, cfg, 0, 0.01)
     assert 0 < metrics["step_share"] < 0.5 and metrics["step_launches"] == 3
     assert metrics["step_slowdown_lo"] <= metrics["step_slowdown"] <= metrics["step_slowdown_hi"]
-    assert metrics["step_twice"] > 1 and metrics["step_amdahl"] == pytest.approx(1 + 0.2 * metrics["step_share"])
+    assert metrics["step_twice_lo"] <= metrics["step_twice"] <= metrics["step_twice_hi"]
+    assert metrics["step_amdahl"] == pytest.approx(1 + 0.2 * metrics["step_share"])
+    assert metrics["step_amdahl_twice"] == pytest.approx(1 + metrics["step_share"])
+    rounds = metrics["step_rounds"]  # each round: a block of each candidate, the 2x the base launched twice
+    assert ran.count(("base", 2)) == rounds and ran.count(("variant", 1)) >= rounds and ("variant", 2) not in ran
+    kept = json.loads(samples)["rounds"]  # the job's step_samples.json: each round's order and times
+    assert len(kept) == rounds and all(sorted(r["order"]) == ["base", "twice", "variant"] for r in kept)
+    assert all(len(r["us"][n]) == 2 and min(r["us"][n]) > 0 for r in kept for n in r["order"])
     assert params["step_graphs"] == "no" and params["step_vs_amdahl"]
 
 
@@ -77,6 +95,6 @@ def test_a_prefills_graphs_are_captured_each_round_and_the_memory_stays_flat(mon
     cfg = {"workload": "ablate.workloads.llama:prefill", "options": {**SMALL, "liger": True}, "steps_per_round": 2,
            "min_rounds": 6, "max_rounds": 6, "precision": 0.0, "budget_s": 60, "profile_steps": 2,
            "ref_tolerance": 0.02}
-    metrics, params = step.measure(plugin, kernels["none"], kernels["oversized_block"], 1.2, cfg, 0, 0.01)
+    metrics, params, samples = step.measure(plugin, kernels["none"], kernels["oversized_block"], 1.2, cfg, 0, 0.01)
     assert params["step_graphs"].startswith("yes") and metrics["step_rounds"] == 6
     assert len(reserved) == 5 and max(reserved) <= reserved[0] * 1.05, reserved

@@ -18,7 +18,9 @@ in the GPU child after the kernel's own check and timing, on the same loaded lib
 3. **Timed.** Base, variant and the calibrated 2x (the base, each launch run twice) alternate
    in rounds, in a new random order each round: insitu.steps_per_round steps each, every step
    timed by its own CUDA events (by graph replays where the workload allows it and the
-   capture succeeds, each candidate's graph captured anew every round; plain steps otherwise). A round is a replicate as a kernel job's is
+   capture succeeds, each candidate's graph captured anew every round; plain steps otherwise);
+   the orders counterbalanced, each permutation once every six rounds; every round's order and
+   samples kept (the job's step_samples.json). A round is a replicate as a kernel job's is
    (ablate/gpu/timing.py, replicates): rounds are added until the step slowdown's 95%
    interval is within insitu.precision, or insitu.max_rounds, or insitu.budget_s.
 4. **Held to Amdahl.** The prediction 1 + share x (kernel slowdown - 1), from this job's own
@@ -27,6 +29,8 @@ in the GPU child after the kernel's own check and timing, on the same loaded lib
    steps, or the kernel slows what runs beside it), or faster (work hidden by overlap).
 """
 import contextlib
+import itertools
+import json
 import math
 
 _built = {}  # (workload, options as JSON): the workload, built once per GPU child
@@ -261,7 +265,15 @@ def timed_rounds(w, plugin, candidates, cfg, seed, estimate):
         return swap.active(plugin, kernel, launches), w["step"]
 
     steps = int(cfg["steps_per_round"])
-    rng = np.random.default_rng(seed)
+    # The orders, counterbalanced: every permutation of the candidates once in each run of
+    # len(permutations) rounds (6 for base, variant and the 2x), in a random sequence, so that
+    # each candidate runs first, second and last equally often. Drawn at random each round, with
+    # one seed for every job, the positions came out unequal in the same way in every job: the
+    # training step's control read 1.0034x [1.0004, 1.0064] and then 1.0033x [1.0004, 1.0063]
+    # (the H200, 2026-12-02) as if the variant's slot were slow. That an order effect is the cause
+    # is not measured; step_samples.json keeps each round's order to measure it.
+    orders = [[str(n) for n in p] for p in itertools.permutations(candidates)]
+    np.random.default_rng(seed).shuffle(orders)
 
     def timed_block(name, n):
         where, run = block(name)
@@ -271,7 +283,7 @@ def timed_rounds(w, plugin, candidates, cfg, seed, estimate):
 
     def take(i):
         nonlocal graphs
-        order = [str(n) for n in rng.permutation(list(candidates))]
+        order = orders[i % len(orders)]
         if graphs and i > 0:
             graphs = {}  # the last round's let go before the new ones take memory
             _release_graphs()
@@ -288,8 +300,9 @@ def timed_rounds(w, plugin, candidates, cfg, seed, estimate):
 
 
 def measure(plugin, base, variant, kernel_slowdown, cfg, seed, min_effect, variant_launches=1):
-    """The job's in-situ metrics and params (the module's steps); InSituError where the
-    workload cannot measure the kernel, any other exception where the workload raised.
+    """The job's in-situ (metrics, params, samples: each round's order and step times in us, as
+    JSON) (the module's steps); InSituError where the workload cannot measure the kernel, any
+    other exception where the workload raised.
     `variant_launches`: launches of the variant per call (a calibration's 2)."""
     import numpy as np
     import torch
@@ -325,7 +338,9 @@ def measure(plugin, base, variant, kernel_slowdown, cfg, seed, min_effect, varia
                     "step_timing_s": seconds})
     params = {"workload": name, "step_graphs": graphs, "step_stop_reason": reason,
               "step_vs_amdahl": versus(amdahl, step["slowdown_lo"], step["slowdown_hi"])}
-    return metrics, params
+    samples = json.dumps({"rounds": [{"order": list(r), "us": {n: np.round(s, 3).tolist() for n, s in r.items()}}
+                                     for r in rounds]})
+    return metrics, params, samples
 
 
 def versus(predicted, lo, hi) -> str:

@@ -197,14 +197,14 @@ def gpu_job(spec):
                                                            for r in reps]})
     artifacts["gpu_state.json"] = json.dumps({"before": before, "after": after}, indent=1)
     if spec.get("insitu"):  # what the variant costs a whole model step (ablate/gpu/insitu.py)
-        failed = _in_situ(plugin, base, variant, spec, estimate["slowdown"], metrics, params)
+        failed = _in_situ(plugin, base, variant, spec, estimate["slowdown"], metrics, params, artifacts)
         if failed:
             return Result("crashed", {**params, "failed_side": "insitu"}, metrics, artifacts, failed)
     return Result("ok", params, metrics, artifacts)
 
 
-def _in_situ(plugin, base, variant, spec, kernel_slowdown, metrics, params):
-    """The step's metrics and params added to the job's; the error where the workload could
+def _in_situ(plugin, base, variant, spec, kernel_slowdown, metrics, params, artifacts):
+    """The step's metrics, params and samples added to the job's; the error where the workload could
     not measure the kernel or raised (the job is then recorded failed, its kernel figures kept)."""
     import traceback
 
@@ -215,8 +215,8 @@ def _in_situ(plugin, base, variant, spec, kernel_slowdown, metrics, params):
                                        "model's stream order")
         return None
     try:
-        m, p = insitu.measure(plugin, base, variant, kernel_slowdown, spec["insitu"], spec["bench"]["seed"],
-                            spec["bench"]["min_effect"], variant_launches=spec.get("launches", 1))
+        m, p, samples = insitu.measure(plugin, base, variant, kernel_slowdown, spec["insitu"], spec["bench"]["seed"],
+                                       spec["bench"]["min_effect"], variant_launches=spec.get("launches", 1))
     except insitu.InSituError as e:
         return f"in situ: {e}"
     except Exception as e:  # noqa: BLE001 - the workload's own failure is this job's, recorded
@@ -225,6 +225,7 @@ def _in_situ(plugin, base, variant, spec, kernel_slowdown, metrics, params):
         return f"in situ: the workload {spec['insitu']['workload']} raised {type(e).__name__}: {text[0] if text else ''}"
     metrics.update(m)
     params.update(p)
+    artifacts["step_samples.json"] = samples
     return None
 
 
