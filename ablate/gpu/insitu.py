@@ -16,7 +16,7 @@ in the GPU child after the kernel's own check and timing, on the same loaded lib
    the `ablate::<plugin>` ranges (ablate/gpu/swap.py) over all the steps' kernel time is
    the kernel's **share**; the ranges per step its **launches**.
 3. **Timed.** Base, variant and the calibrated 2x (the base, each launch run twice) alternate
-   in rounds, in a new random order each round: insitu.steps_per_round steps each, every step
+   in rounds, each in its own order: insitu.steps_per_round steps each, every step
    timed by its own CUDA events (by graph replays where the workload allows it and the
    capture succeeds, each candidate's graph captured anew every round; plain steps otherwise);
    the orders counterbalanced, each permutation once every six rounds; every round's order and
