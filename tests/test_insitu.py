@@ -205,6 +205,14 @@ def test_the_ranking_says_what_each_pathology_is_worth_to_the_step(tmp_path, mon
     assert ("the control (none, the base against itself) at tok16k in ablate.workloads.llama:train: the step "
             "0.9904x [0.9829, 0.9979], its interval clear of 1: this step's candidates differ by about 0.96%") in text
     assert "half_warps at tok16k: the kernel 1.010x; not measured in the step: half_sms runs on" in text
+    assert "round's last candidate" not in text  # jobs that recorded no order effect: nothing said of it
+    # The order effect: the failed control names its own; a large one (>= 1%) gets a line of the shape
+    ordered = failed.assign(step_order_effect=[0.030, 0.028, None])
+    text = "\n".join(insitu.lines(ordered))
+    assert "read differences of that size here as noise; a round's last candidate ran +3.00% against its first" in text
+    assert ("tok16k in ablate.workloads.llama:train: a round's last candidate ran +2.90% against its first (the "
+            "median over its jobs)") in text
+    assert "(the median" not in "\n".join(insitu.lines(failed.assign(step_order_effect=[0.002, 0.004, None])))
     # The planted 2x against the profiler's share: each job's interval holds 1 + share or not, and which way
     twice = ranked.iloc[:2].assign(step_twice=[1.0058, 1.0020], step_twice_lo=[1.0030, 1.0001],
                                    step_twice_hi=[1.0086, 1.0033], step_amdahl_twice=[1.0035, 1.0035])
@@ -301,6 +309,20 @@ def test_graphs_are_captured_again_each_round_in_that_rounds_order(monkeypatch):
         assert [c[:2] for c in captured[3 * i:3 * i + 3]] == [candidates[n] for n in order]
     assert len(replayed) == 4 * 3 * (1 + 2)  # per candidate: an untimed replay, then the timed ones
     assert released == [3, 6, 9]
+
+
+def test_the_order_effect_is_the_last_position_against_the_first():
+    """Each candidate's round median over its mean, by position: a round's first runs 2% fast, its
+    last 1% slow, whatever candidate holds the place."""
+    import numpy as np
+
+    speed = {"base": 100.0, "variant": 110.0, "twice": 120.0}
+    rounds = []
+    for order in [("base", "variant", "twice"), ("twice", "base", "variant"), ("variant", "twice", "base")] * 2:
+        rounds.append({n: np.array([speed[n] * f] * 2) for n, f in zip(order, (0.98, 1.0, 1.01))})
+    assert step.order_effect(rounds) == pytest.approx(0.03 / (2.99 / 3))  # against the mean, 0.9967 of the plain
+    same = [{n: np.array([speed[n]] * 2) for n in order} for order in [("base", "variant", "twice")] * 3]
+    assert step.order_effect(same) == pytest.approx(0.0, abs=1e-12)
 
 
 def test_the_orders_are_counterbalanced_every_candidate_in_every_position_alike(monkeypatch):

@@ -62,6 +62,7 @@ def test_the_whole_measurement_on_a_small_training_step(monkeypatch):
     assert metrics["step_twice_lo"] <= metrics["step_twice"] <= metrics["step_twice_hi"]
     assert metrics["step_amdahl"] == pytest.approx(1 + 0.2 * metrics["step_share"])
     assert metrics["step_amdahl_twice"] == pytest.approx(1 + metrics["step_share"])
+    assert abs(metrics["step_order_effect"]) < 0.5  # a round's last against its first, a fraction
     rounds = metrics["step_rounds"]  # each round: a block of each candidate, the 2x the base launched twice
     assert ran.count(("base", 2)) == rounds and ran.count(("variant", 1)) >= rounds and ("variant", 2) not in ran
     kept = json.loads(samples)["rounds"]  # the job's step_samples.json: each round's order and times

@@ -299,6 +299,20 @@ def timed_rounds(w, plugin, candidates, cfg, seed, estimate):
                                      ("no" if not w["graphs"] else f"no: {why}"))
 
 
+def order_effect(rounds) -> float:
+    """How much slower a round's last candidate ran than its first, as a fraction: each candidate's
+    round median over its mean over all rounds, averaged by the position it ran in (a round's
+    dict is in the order it ran), last minus first. Counterbalanced orders cancel it in the paired
+    ratios, but it widens their intervals. On the H200 (2026-12-02): +3.0% in a prefill in CUDA
+    graphs (the first -1.85%, the last +1.17%), +0.2% in a training step."""
+    import numpy as np
+
+    names = list(rounds[0])
+    mean = {n: float(np.mean([np.median(r[n]) for r in rounds])) for n in names}
+    by_position = [[float(np.median(r[n])) / mean[n] - 1 for n in r] for r in rounds]
+    return float(np.mean([p[-1] for p in by_position]) - np.mean([p[0] for p in by_position]))
+
+
 def measure(plugin, base, variant, kernel_slowdown, cfg, seed, min_effect, variant_launches=1):
     """The job's in-situ (metrics, params, samples: each round's order and step times in us, as
     JSON) (the module's steps); InSituError where the workload cannot measure the kernel, any
@@ -335,7 +349,7 @@ def measure(plugin, base, variant, kernel_slowdown, cfg, seed, min_effect, varia
                     "step_twice": twice["slowdown"], "step_twice_lo": twice["slowdown_lo"],
                     "step_twice_hi": twice["slowdown_hi"], "step_us": base_us, "step_share": fraction,
                     "step_launches": launches, "step_amdahl": amdahl, "step_amdahl_twice": 1 + fraction,
-                    "step_timing_s": seconds})
+                    "step_timing_s": seconds, "step_order_effect": order_effect(rounds)})
     params = {"workload": name, "step_graphs": graphs, "step_stop_reason": reason,
               "step_vs_amdahl": versus(amdahl, step["slowdown_lo"], step["slowdown_hi"])}
     samples = json.dumps({"rounds": [{"order": list(r), "us": {n: np.round(s, 3).tolist() for n, s in r.items()}}

@@ -46,7 +46,7 @@ def lines(ranked) -> list[str]:
                 out.append(f"  - the control (none, the base against itself) at {shape} in {name}: the step {step}, "
                            f"its interval clear of 1: this step's candidates differ by about "
                            f"{100 * abs(r['step_slowdown'] - 1):.2f}% for a reason that is not the kernel (or by "
-                           "chance, 1 in 20); read differences of that size here as noise")
+                           "chance, 1 in 20); read differences of that size here as noise" + _order_text(r))
         for _, r in part[part["pathology"] != "none"].sort_values("step_slowdown", ascending=False).iterrows():
             step = interval_text(r["step_slowdown"], r["step_slowdown_lo"], r["step_slowdown_hi"], "x", digits=4)
             verdict = str(r.get("step_vs_amdahl") or "")
@@ -54,6 +54,11 @@ def lines(ranked) -> list[str]:
                        f"{' (significant)' if r.get('step_significant') == 1 else ' (not significant)'}; "
                        f"Amdahl predicts {r['step_amdahl']:.4f}x from the kernel's {100 * r['step_share']:.2f}% "
                        f"of the step: {verdict.split(':')[0] if verdict else 'n/a'}")
+        if "step_order_effect" in part and (effect := part["step_order_effect"].median()) == effect \
+                and abs(effect) >= ORDER_NOTE:
+            out.append(f"  - {shape} in {name}: a round's last candidate ran {100 * effect:+.2f}% against its first "
+                       "(the median over its jobs): the orders are counterbalanced, so this cancels in each slowdown "
+                       "but widens its interval")
         twice = part["step_twice"].dropna() if "step_twice" in part else pd.Series(dtype=float)
         if not twice.empty:
             t = float(np.median(twice))
@@ -65,6 +70,18 @@ def lines(ranked) -> list[str]:
             out.append(f"  - {r['pathology']} at {r['shape']}: the kernel {r['slowdown']:.3f}x; not measured in the step: "
                        f"{r['step_not_measured']}")
     return out
+
+
+ORDER_NOTE = 0.01  # an order effect past this (last against first of a round) is said in the findings
+
+
+def _order_text(r) -> str:
+    """The control's order effect, where the job recorded one (ablate/gpu/insitu.py, order_effect)."""
+    effect = r.get("step_order_effect")
+    if effect is None or pd.isna(effect):
+        return ""
+    return (f"; a round's last candidate ran {100 * effect:+.2f}% against its first (the job's "
+            "step_samples.json has every round's order and times)")
 
 
 ZOOM = 2.5  # past this kernel slowdown a second panel shows the pathologies at or below it on their own
