@@ -143,7 +143,10 @@ def test_the_candidates_tool_takes_matmul_tritons_shapes_and_candidates():
                      "decode_m1_bf16", "decode_m1_fp16", "sq2k_bf16", "sq2k_fp16"]
     with pytest.raises(SystemExit, match="'nope_\\*' matches no shape of matmul_triton"):
         tool.shape_names(MATMUL, "nope_*")
-    assert tool.chosen_candidates(SPEC, None, shape("sq2k_bf16")) == list(SPEC.CANDIDATES)
+    # spec.candidates: every one at sq2k but the split-K ones (1024 tiles of 64 x 64: no few tiles to split)
+    assert tool.chosen_candidates(SPEC, None, shape("sq2k_bf16")) == [n for n, c in SPEC.CANDIDATES.items()
+                                                                       if "SPLIT_K" not in c]
+    assert tool.chosen_candidates(SPEC, "all", shape("sq2k_bf16")) == list(SPEC.CANDIDATES)
     with pytest.raises(SystemExit, match=r"--candidates: \['huge'\] are not in spec.CANDIDATES"):
         tool.chosen_candidates(SPEC, "huge", shape("sq2k_bf16"))
 
