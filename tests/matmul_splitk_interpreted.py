@@ -5,21 +5,14 @@ triton.language's own functions too). The plugin loader takes only compiled @tri
 so the spec and the kernel are imported here by path, the inputs made from the spec's TENSORS and
 the scalars from its PARAMS, as ablate.job.thin makes them. Prints one line of JSON: {"skip": why}
 or {"runs": [[[relative error, counters' sum, workspace written], twice], ...]}."""
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
+from ablate.build.triton_target import module_of
 from ablate.job import thin
 
 PLUGIN = Path(__file__).resolve().parents[1] / "kernels" / "matmul_triton"
-
-
-def by_path(name, path):
-    loader = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(module)
-    return module
 
 
 def interpreter_fix():
@@ -55,9 +48,9 @@ def run(cases):
     why = interpreter_fix()
     if why:
         return {"skip": why}
-    spec = by_path("matmul_triton_spec", PLUGIN / "spec.py")
+    spec, _ = module_of(PLUGIN, "file", "spec.py", "interpreted")
     file, name = spec.TRITON.split(":")
-    kernel = getattr(by_path("matmul_triton_interpreted", PLUGIN / file), name)
+    kernel = getattr(module_of(PLUGIN, "file", file, "interpreted")[0], name)
     tensors = thin.tensors_of(spec.TENSORS)
     out = []
     for m, n, k, dtype, candidate, tma, ws in cases:
