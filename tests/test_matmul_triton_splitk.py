@@ -28,6 +28,7 @@ SPLIT = [n for n, c in SPEC.CANDIDATES.items() if c.get("SPLIT_K", 1) > 1]
 # m64_tiles and m64_ptr too: errors of 3e10 at 100 x 72 x 1000, 2026-12-02), numpy having no BF16
 CASES = [(64, 96, 640, "fp16", "splitk2", False, None), (64, 96, 640, "fp16", "splitk4", False, None),
          (100, 72, 1000, "fp16", "splitk4", False, None), (100, 72, 1000, "fp16", "splitk8", False, None),
+         (100, 72, 1000, "fp16", "splitk3", False, None),
          (100, 72, 1000, "fp16", "splitk4_n128", False, None), (100, 72, 1000, "fp16", "splitk2", True, None),
          (100, 72, 1000, "fp16", "splitk4", True, None), (1, 200, 1000, "fp16", "splitk4", True, None),
          (100, 72, 1000, "fp16", "splitk4", False, 4096)]

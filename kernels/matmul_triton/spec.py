@@ -132,16 +132,20 @@ CANDIDATES = {
     # of them), each adding its FP32 partial tile to the workspace, the last of a tile's programs to
     # arrive summing them into C (a pointer store: TMA_STORE is not read there). A prediction, not
     # measured: faster than every candidate above where 64 x 64 tiles fill less than a wave and k >=
-    # 1024; timed where they fill less than two (`candidates`), the workspace's round trip
-    # through L2 (SPLIT_K x 2 x 4 bytes per output element) small against the K loop's loads there.
-    "splitk2": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4,  # 4 x 32 + 0
-                "TMA_STORE": False, "PERSISTENT": False, "SPLIT_K": 2},
-    "splitk4": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4,
+    # 1024, the workspace's round trip through L2 (SPLIT_K x 8 bytes per output element) small
+    # against the K loop's loads there; timed where they fill less than two (`candidates`). Few
+    # enough stages that 2-3 programs share an SM, so that tiles x SPLIT_K past the SMs still make
+    # one wave (704 x 240: 176 programs of splitk4 in 264 places).
+    "splitk2": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3,  # 3 x 32 + 0,
+                "TMA_STORE": False, "PERSISTENT": False, "SPLIT_K": 2},                         # 2 an SM
+    "splitk3": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3,  # cuBLAS's 132
+                "TMA_STORE": False, "PERSISTENT": False, "SPLIT_K": 3},                         # at 704 x 240
+    "splitk4": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3,
                 "TMA_STORE": False, "PERSISTENT": False, "SPLIT_K": 4},
-    "splitk8": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4,   # 4 x 16 + 0
-                "TMA_STORE": False, "PERSISTENT": False, "SPLIT_K": 8},
-    "splitk2_n128": {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4,  # 4 x 24 + 0
-                     "TMA_STORE": False, "PERSISTENT": False, "SPLIT_K": 2},
+    "splitk8": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4,   # 4 x 16 + 0,
+                "TMA_STORE": False, "PERSISTENT": False, "SPLIT_K": 8},                         # 3 an SM
+    "splitk2_n128": {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4,  # 4 x 24 + 0,
+                     "TMA_STORE": False, "PERSISTENT": False, "SPLIT_K": 2},                         # 2 an SM
     "splitk4_n128": {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4,
                      "TMA_STORE": False, "PERSISTENT": False, "SPLIT_K": 4},
 }
