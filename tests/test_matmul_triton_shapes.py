@@ -123,6 +123,11 @@ def test_pathologies_without_meaning_at_a_configuration_are_declared_not_applica
     assert na("small_tiles", shape("sq2k_bf16")) is None and na("small_tiles", shape("sq4k_bf16")) is None
     # not_persistent where the base is persistent (every candidate but wide_tiles)
     assert na("not_persistent", shape("decode_m1_bf16")) is None
+    # the pointer candidates (m64_ptr, square_ptr) load and store without TMA already, when timed fastest
+    assert "by pointers already (m64_ptr" in na("no_tma", shape("sq2k_bf16"), "m64_ptr")
+    assert "by pointers already (square_ptr" in na("no_tma_store", shape("sq2k_bf16"), "square_ptr")
+    assert na("no_tma", shape("sq2k_bf16"), "splitk4") is None  # split-K's loads are TMA's
+    assert "splits K (splitk4)" in na("no_tma_store", shape("sq2k_bf16"), "splitk4")
     # META's neighbours stand beside META's value only
     assert "META's BLOCK_M = 128" in na("tune_block_m_64", shape("decode_m1_bf16"))
     assert na("tune_block_m_64", shape("sq4k_fp16")) is None and na("tune_num_stages_4", shape("sq4k_fp16")) is None

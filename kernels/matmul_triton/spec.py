@@ -229,6 +229,10 @@ def not_applicable(pathology, shape, candidate=None):
     if pathology in ("not_persistent", "no_tma_store") and meta.get("SPLIT_K", 1) > 1:
         return (f"the base at this shape splits K ({candidate}): a program per tile and split, C stored by "
                 "pointers, whatever PERSISTENT and TMA_STORE say")
+    if pathology == "no_tma" and not meta["USE_TMA"]:
+        return f"the base at this shape loads A and B by pointers already ({candidate}: USE_TMA false)"
+    if pathology == "no_tma_store" and not meta["TMA_STORE"]:
+        return f"the base at this shape stores C by pointers already ({candidate}: TMA_STORE false)"
     if pathology == "not_persistent" and not meta["PERSISTENT"]:
         return "the base at this shape is a program per tile already (not persistent)"
     if pathology == "no_grouping" and -(-shape["m"] // meta["BLOCK_M"]) == 1:
