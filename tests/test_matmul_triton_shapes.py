@@ -123,6 +123,11 @@ def test_pathologies_without_meaning_at_a_configuration_are_declared_not_applica
     assert na("small_tiles", shape("sq2k_bf16")) is None and na("small_tiles", shape("sq4k_bf16")) is None
     # not_persistent where the base is persistent (every candidate but wide_tiles)
     assert na("not_persistent", shape("decode_m1_bf16")) is None
+    # the pointer candidates (m64_ptr, square_ptr) load and store without TMA already, when timed fastest
+    assert "by pointers already (m64_ptr" in na("no_tma", shape("sq2k_bf16"), "m64_ptr")
+    assert "by pointers already (square_ptr" in na("no_tma_store", shape("sq2k_bf16"), "square_ptr")
+    assert na("no_tma", shape("sq2k_bf16"), "splitk4") is None  # split-K's loads are TMA's
+    assert "splits K (splitk4)" in na("no_tma_store", shape("sq2k_bf16"), "splitk4")
     # META's neighbours stand beside META's value only
     assert "META's BLOCK_M = 128" in na("tune_block_m_64", shape("decode_m1_bf16"))
     assert na("tune_block_m_64", shape("sq4k_fp16")) is None and na("tune_num_stages_4", shape("sq4k_fp16")) is None
@@ -143,7 +148,10 @@ def test_the_candidates_tool_takes_matmul_tritons_shapes_and_candidates():
                      "decode_m1_bf16", "decode_m1_fp16", "sq2k_bf16", "sq2k_fp16"]
     with pytest.raises(SystemExit, match="'nope_\\*' matches no shape of matmul_triton"):
         tool.shape_names(MATMUL, "nope_*")
-    assert tool.chosen_candidates(SPEC, None, shape("sq2k_bf16")) == list(SPEC.CANDIDATES)
+    # spec.candidates: every one at sq2k but the split-K ones (1024 tiles of 64 x 64: no few tiles to split)
+    assert tool.chosen_candidates(SPEC, None, shape("sq2k_bf16")) == [n for n, c in SPEC.CANDIDATES.items()
+                                                                       if "SPLIT_K" not in c]
+    assert tool.chosen_candidates(SPEC, "all", shape("sq2k_bf16")) == list(SPEC.CANDIDATES)
     with pytest.raises(SystemExit, match=r"--candidates: \['huge'\] are not in spec.CANDIDATES"):
         tool.chosen_candidates(SPEC, "huge", shape("sq2k_bf16"))
 

@@ -49,3 +49,24 @@ def test_the_base_each_grid_shape_chooses_matches_the_reference(candidates, shap
     shape = SPEC.validate_shape(OmegaConf.to_container(OmegaConf.load(MATMUL.conf / "shape" / f"{shape_name}.yaml")))
     out = check(candidates[SPEC.choose(shape)], shape, seed=4)
     assert out["ok"], f"{SPEC.choose(shape)} on {shape_name}: {out['error']}"
+
+
+@pytest.mark.parametrize("name", [n for n, c in SPEC.CANDIDATES.items() if c.get("SPLIT_K", 1) > 1])
+def test_split_k_matches_the_reference_at_the_shapes_it_is_timed_and_leaves_its_counters_at_zero(candidates, name):
+    """The split-K candidates at the worst shapes of the H200's random check (2026-12-02), where
+    spec.candidates times them: 50 launches back to back on one workspace, C poisoned before each,
+    each within the tolerance and every counter back at 0 (the programs of a tile running at once:
+    what the interpreter's test cannot show)."""
+    from ablate.gpu.check import compare, poisoned_inputs
+
+    for m, n, k in ((704, 240, 5472), (784, 288, 2448), (208, 1328, 1712), (880, 496, 1664)):
+        shape = SPEC.validate_shape({"m": m, "n": n, "k": k, "dtype": "bf16"})
+        assert name in SPEC.candidates(shape), (name, shape)
+        tensors = poisoned_inputs(SPEC, shape, 6, "cuda")
+        for i in range(50):
+            tensors["c"].fill_(float("nan"))
+            candidates[name](tensors, shape)
+            torch.cuda.synchronize()
+            out = compare(SPEC, tensors, shape, SPEC.tolerance(shape))
+            assert out["ok"], f"{name} on {SPEC.label(shape)}, launch {i}: {out['error']}"
+            assert int(tensors["locks"].abs().sum()) == 0, f"{name} on {SPEC.label(shape)}, launch {i}"

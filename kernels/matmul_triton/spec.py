@@ -9,7 +9,8 @@ arguments are bound by name: a, b, c are the tensors, M, N, K and the strides co
 The base at a shape is the fastest of CANDIDATES there, timed on the GPU (ablate/job/candidates.py;
 docs/design.md, "Configurations by measurement"); without a GPU, the one `choose(shape)` names (the
 measured rules below it: DEFAULT_CANDIDATE). META is the configuration of the large shapes (`wide`),
-each candidate what it changes of it.
+each candidate what it changes of it. The split-K candidates (SPLIT_K > 1) use the tensors ws and
+locks as workspace, which every other candidate and the peers leave alone.
 """
 TRITON = "base/matmul.py:matmul_kernel"
 META = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "USE_TMA": True, "TMA_STORE": True,
@@ -27,9 +28,31 @@ INSTANCES = {"fp16": {"m": 256, "n": 256, "k": 256, "dtype": "fp16"},
              "bf16_odd": {"m": 264, "n": 264, "k": 264, "dtype": "bf16"}}
 WORK = "fp16_tensor"  # the H100's BF16 tensor-core rate is the FP16 one
 SHAPE = {"m": int, "n": int, "k": int, "dtype": ("fp16", "bf16")}
-TENSORS = {"a": ("in", "m, k", "dtype"), "b": ("in", "k, n", "dtype"), "c": ("out", "m, n", "dtype")}
+
+
+def workspace_size(shape):
+    """FP32 elements of the split-K workspace (`ws`): SPLIT_K (at most 8) partial tiles of the
+    output padded to 64 x 64 tiles, at most 2^22 (16 MiB); a multiple of 16 at every shape, so
+    that the argument takes one specialization (INSTANCES)."""
+    return min(8 * -(-shape["m"] // 64) * 64 * -(-shape["n"] // 64) * 64, 2 ** 22)
+
+
+def lock_count(shape):
+    """Counters of the split-K programs' arrivals (`locks`): one per output tile (enough for tiles
+    of 16 x 16), at most 2^16; a multiple of 16 above the count, never 1 (one specialization)."""
+    return min(-(-shape["m"] // 16) * -(-shape["n"] // 16) // 16 * 16 + 16, 2 ** 16)
+
+
+# ws and locks: the split-K candidates' workspace (base/matmul.py, split_k_program), zeros as made;
+# the kernel leaves every counter 0 after a launch, so one set of inputs serves every launch. The
+# other candidates never read them, the peers never see them, and the check compares c alone.
+TENSORS = {"a": ("in", "m, k", "dtype"), "b": ("in", "k, n", "dtype"), "c": ("out", "m, n", "dtype"),
+           "ws": ("in", (workspace_size,), "fp32", "zeros"), "locks": ("in", (lock_count,), "int32", "zeros")}
 PARAMS = {"M": "m", "N": "n", "K": "k", "stride_am": "k", "stride_ak": 1, "stride_bk": "n", "stride_bn": 1,
-          "stride_cm": "n", "stride_cn": 1}
+          "stride_cm": "n", "stride_cn": 1, "WS_SIZE": workspace_size, "LOCKS_SIZE": lock_count}
+# the traffic of A, B and C: the workspace is scratch, not the GEMM's bytes (the byte model and
+# the rotation of input sets past L2 read this)
+BYTES = "2 * (m * k + k * n + m * n)"
 FLOPS = "2 * m * n * k"
 # ||C - ref|| / ||ref||: the output's rounding (FP16 2^-11, BF16 2^-8) over FP32 accumulation
 TOLERANCE = {"fp16": 1e-3, "bf16": 8e-3}
@@ -100,12 +123,58 @@ CANDIDATES = {
     # prediction, not measured: faster than m64_n64 where its tiles fill at most half the SMs and
     # k >= 2048; m64_n64 ahead wherever 64 x 32's tiles pass a wave.
     "m64_n32": {"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 128, "num_warps": 4, "num_stages": 6},  # 6 x 24 + 4
+    # Split K (base/matmul.py, split_k_program). Issue 62's check again (H200, 2026-12-02; 24 random
+    # shapes): 0.816 of cuBLAS's speed (geometric mean), the worst shapes few output tiles over a long
+    # k: 704 x 240 x 5472 0.632, 784 x 288 x 2448, 208 x 1328 x 1712, 880 x 496 x 1664 and 896 x 1008 x
+    # 3808 0.64-0.69, where the picks (64 x 64 and 64 x 32 tiles) launch 44-112 programs for the 132
+    # SMs. cuBLAS at 704 x 240 x 5472 runs a split-K kernel of 64 x 64 tiles (132 CTAs) and a reduce
+    # kernel (torch.profiler). These split each tile's K steps over SPLIT_K programs (tiles x SPLIT_K
+    # of them), each adding its FP32 partial tile to the workspace, the last of a tile's programs to
+    # arrive summing them into C (a pointer store: TMA_STORE is not read there). A prediction, not
+    # measured: faster than every candidate above where 64 x 64 tiles fill less than a wave and k >=
+    # 1024, the workspace's round trip through L2 (SPLIT_K x 8 bytes per output element) small
+    # against the K loop's loads there; timed where they fill less than two (`candidates`). Few
+    # enough stages that 2-3 programs share an SM, so that tiles x SPLIT_K past the SMs still make
+    # one wave (704 x 240: 176 programs of splitk4 in 264 places).
+    "splitk2": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3,  # 3 x 32 + 0,
+                "TMA_STORE": False, "PERSISTENT": False, "SPLIT_K": 2},                         # 2 an SM
+    "splitk3": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3,  # cuBLAS's 132
+                "TMA_STORE": False, "PERSISTENT": False, "SPLIT_K": 3},                         # at 704 x 240
+    "splitk4": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3,
+                "TMA_STORE": False, "PERSISTENT": False, "SPLIT_K": 4},
+    "splitk8": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4,   # 4 x 16 + 0,
+                "TMA_STORE": False, "PERSISTENT": False, "SPLIT_K": 8},                         # 3 an SM
+    "splitk2_n128": {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4,  # 4 x 24 + 0,
+                     "TMA_STORE": False, "PERSISTENT": False, "SPLIT_K": 2},                         # 2 an SM
+    "splitk4_n128": {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4,
+                     "TMA_STORE": False, "PERSISTENT": False, "SPLIT_K": 4},
 }
+SPLIT_K_MIN_K = 1024  # k below this is not split (a prediction: too few K steps to share)
+# SPLIT_K is no META entry but a default of the function (1), as WARP_SPECIALIZE is: an integer power
+# of two in META gets neighbours (ablate/job/tunables.py), and tune_split_k_2 would split the wide
+# base's tiles at every shape, where the workspace holds no such split (the kernel's fallback then).
 
 
 def tiles(shape, meta):
     """Output tiles of `meta`'s block at `shape`."""
     return -(-shape["m"] // meta["BLOCK_M"]) * -(-shape["n"] // meta["BLOCK_N"])
+
+
+def split_fits(shape, meta):
+    """Whether the workspace holds `meta`'s split at `shape` (the kernel's own test: where it does
+    not, split 0 runs the whole K loop alone)."""
+    count = tiles(shape, meta)
+    return (count <= workspace_size(shape) // (meta["SPLIT_K"] * meta["BLOCK_M"] * meta["BLOCK_N"])
+            and count <= lock_count(shape))
+
+
+def candidates(shape):
+    """The candidates timed at `shape`: every one, but the split-K ones only where the 64 x 64 tiles
+    fill less than two waves of the SMs (896 x 1008 x 3808, one of the worst: 224 tiles of 64 x 64,
+    112 of 64 x 128), k >= SPLIT_K_MIN_K and the workspace holds the split."""
+    few = tiles(shape, {"BLOCK_M": 64, "BLOCK_N": 64}) < 2 * META["NUM_SMS"] and shape["k"] >= SPLIT_K_MIN_K
+    return [name for name, c in CANDIDATES.items()
+            if "SPLIT_K" not in c or few and split_fits(shape, base_meta_of(name))]
 
 
 # The choice, as data: for the first row whose `m` bound holds the shape's m, the first
@@ -157,6 +226,13 @@ def not_applicable(pathology, shape, candidate=None):
     META neighbour (tune_NAME_VALUE, named after META's value) stands beside another base value."""
     candidate = candidate or choose(shape)
     meta = base_meta_of(candidate)
+    if pathology in ("not_persistent", "no_tma_store") and meta.get("SPLIT_K", 1) > 1:
+        return (f"the base at this shape splits K ({candidate}): a program per tile and split, C stored by "
+                "pointers, whatever PERSISTENT and TMA_STORE say")
+    if pathology == "no_tma" and not meta["USE_TMA"]:
+        return f"the base at this shape loads A and B by pointers already ({candidate}: USE_TMA false)"
+    if pathology == "no_tma_store" and not meta["TMA_STORE"]:
+        return f"the base at this shape stores C by pointers already ({candidate}: TMA_STORE false)"
     if pathology == "not_persistent" and not meta["PERSISTENT"]:
         return "the base at this shape is a program per tile already (not persistent)"
     if pathology == "no_grouping" and -(-shape["m"] // meta["BLOCK_M"]) == 1:
@@ -176,8 +252,11 @@ def not_applicable(pathology, shape, candidate=None):
 def grid(shape, meta):
     """One program per output tile; PERSISTENT: NUM_SMS programs (the H100 SXM's 132 SMs, a
     constant so that Triton fuses the kernel's loops; right on any GPU, one wave only where it
-    has that many SMs), fewer when there are fewer tiles, each looping over its share."""
+    has that many SMs), fewer when there are fewer tiles, each looping over its share; SPLIT_K > 1:
+    SPLIT_K programs per output tile, persistent or not."""
     count = tiles(shape, meta)
+    if meta.get("SPLIT_K", 1) > 1:
+        return (count * meta["SPLIT_K"],)
     return (min(count, meta["NUM_SMS"]),) if meta["PERSISTENT"] else (count,)
 
 

@@ -26,6 +26,11 @@ issuing the TMA loads and two consumer warpgroups (12 warps: cuBLAS's 384 thread
 leaves a flattened loop alone, so the tile loop is not flattened then. Measured on the H100
 (2026-11-27, docs/benchmarks.md): at most 1.3% faster than the base (decode_m256, sq2k), 3-5%
 slower at prefill and sq8k.
+SPLIT_K (1 in the base; spec.CANDIDATES' splitk* builds) splits each tile's K steps over
+SPLIT_K programs (`split_k_program`), for shapes of few tiles and a long K: each adds its
+partial sums to a workspace (`ws`, FP32), and the last of a tile's programs to arrive (a counter
+per tile in `locks`) sums them into C. The kernel keeps the invariant the workspace needs:
+every counter is 0 before and after each launch (the last program resets its tile's).
 """
 import triton
 import triton.language as tl
@@ -48,55 +53,129 @@ def tile_of(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl
 
 
 @triton.jit
+def k_steps(acc, a_src, b_src, off_m, off_n, k_lo, k_hi, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, USE_TMA: tl.constexpr,
+            WARP_SPECIALIZE: tl.constexpr):
+    """`acc` plus the products of K steps k_lo <= k < k_hi of the tile at (off_m, off_n): A and B
+    through their descriptors (a_src, b_src; USE_TMA) or pointers with masks."""
+    if USE_TMA:
+        for k in tl.range(k_lo, k_hi, warp_specialize=WARP_SPECIALIZE):
+            x = a_src.load([off_m, k * BLOCK_K])
+            y = b_src.load([k * BLOCK_K, off_n])
+            acc = tl.dot(x, y, acc)
+    else:
+        rm = off_m + tl.arange(0, BLOCK_M)
+        rn = off_n + tl.arange(0, BLOCK_N)
+        rk = tl.arange(0, BLOCK_K)
+        a_ptrs = a_src + rm[:, None] * stride_am + (k_lo * BLOCK_K + rk[None, :]) * stride_ak
+        b_ptrs = b_src + (k_lo * BLOCK_K + rk[:, None]) * stride_bk + rn[None, :] * stride_bn
+        for k in tl.range(k_lo, k_hi):
+            k_left = K - k * BLOCK_K
+            x = tl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < k_left), other=0.0)
+            y = tl.load(b_ptrs, mask=(rk[:, None] < k_left) & (rn[None, :] < N), other=0.0)
+            acc = tl.dot(x, y, acc)
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
+    return acc
+
+
+@triton.jit
+def store_tile(c, out, off_m, off_n, M, N, stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The tile `out` at (off_m, off_n) of C by a pointer store, masked to M x N."""
+    rm = off_m + tl.arange(0, BLOCK_M)
+    rn = off_n + tl.arange(0, BLOCK_N)
+    tl.store(c + rm[:, None] * stride_cm + rn[None, :] * stride_cn, out,
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def split_k_program(a_src, b_src, c, ws, locks, M, N, K, WS_SIZE, LOCKS_SIZE,
+                    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                    USE_TMA: tl.constexpr, SPLIT_K: tl.constexpr):
+    """Program (tile, s) = divmod(program_id, SPLIT_K) of a grid of tiles x SPLIT_K: K steps
+    [s * per, (s + 1) * per) of its tile (per = cdiv(K steps, SPLIT_K)) into an FP32 partial tile,
+    stored to its slot of `ws` (the SPLIT_K slots of a tile side by side); then one atomic on the
+    tile's counter in `locks`, acquire-release at GPU scope after a barrier (every thread's stores
+    done first), and the program that finds SPLIT_K - 1 there, the last to arrive, sums the
+    SPLIT_K partials in order (read through L2, `.cg`: the other programs' stores are not in this
+    SM's L1), stores C and sets the counter back to 0. No program waits for another. Where the
+    workspace is too small for the shape (WS_SIZE elements, LOCKS_SIZE counters), split 0 runs
+    every K step and stores C alone, the others store nothing: correct, and slow, so that the
+    timing never picks a split-K candidate there."""
+    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    tile = tl.program_id(0) // SPLIT_K
+    s = tl.program_id(0) % SPLIT_K
+    fits = (num_tiles <= WS_SIZE // (SPLIT_K * BLOCK_M * BLOCK_N)) & (num_tiles <= LOCKS_SIZE)
+    per = k_tiles
+    if fits:
+        per = tl.cdiv(k_tiles, SPLIT_K)
+    pid_m, pid_n = tile_of(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    off_m = pid_m * BLOCK_M
+    off_n = pid_n * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = k_steps(acc, a_src, b_src, off_m, off_n, s * per, tl.minimum(s * per + per, k_tiles), M, N, K,
+                  stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA, False)
+    last = s == 0
+    if fits:
+        slots = (ws + tile * SPLIT_K * BLOCK_M * BLOCK_N
+                 + tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :])
+        tl.store(slots + s * BLOCK_M * BLOCK_N, acc)
+        tl.debug_barrier()
+        last = tl.atomic_add(locks + tile, 1, sem="acq_rel", scope="gpu") == SPLIT_K - 1
+        if last:
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for j in tl.static_range(SPLIT_K):
+                acc += tl.load(slots + j * BLOCK_M * BLOCK_N, cache_modifier=".cg")
+            tl.atomic_xchg(locks + tile, 0, sem="relaxed", scope="gpu")
+    if last:
+        store_tile(c, acc.to(c.dtype.element_ty), off_m, off_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+
+
+@triton.jit
 def matmul_kernel(a, b, c, M, N, K,
                   stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                  ws, locks, WS_SIZE, LOCKS_SIZE,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   GROUP_M: tl.constexpr, USE_TMA: tl.constexpr, TMA_STORE: tl.constexpr,
-                  PERSISTENT: tl.constexpr, NUM_SMS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False):
+                  PERSISTENT: tl.constexpr, NUM_SMS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False,
+                  SPLIT_K: tl.constexpr = 1):
     """Each program computes the tiles program_id, program_id + step, ...: with PERSISTENT
     the grid has NUM_SMS programs and the step is NUM_SMS, a constant, which lets Triton
     flatten the two loops into one pipeline (with a runtime step it leaves them apart);
-    without, a program per tile and the loop runs once."""
+    without, a program per tile and the loop runs once. SPLIT_K > 1: a program per tile and
+    split (`split_k_program`; PERSISTENT and TMA_STORE are not read there); ws and locks are
+    read only then."""
     dtype = c.dtype.element_ty
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
     if USE_TMA:
-        a_desc = tl.make_tensor_descriptor(a, shape=[M, K], strides=[stride_am, stride_ak],
-                                           block_shape=[BLOCK_M, BLOCK_K])
-        b_desc = tl.make_tensor_descriptor(b, shape=[K, N], strides=[stride_bk, stride_bn],
-                                           block_shape=[BLOCK_K, BLOCK_N])
-    if TMA_STORE:
-        c_desc = tl.make_tensor_descriptor(c, shape=[M, N], strides=[stride_cm, stride_cn],
-                                           block_shape=[BLOCK_M, BLOCK_N])
-    step = NUM_SMS if PERSISTENT else tl.num_programs(0)
-    for tile in tl.range(tl.program_id(0), num_tiles, step, flatten=PERSISTENT and not WARP_SPECIALIZE):
-        pid_m, pid_n = tile_of(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-        off_m = pid_m * BLOCK_M
-        off_n = pid_n * BLOCK_N
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        if USE_TMA:
-            for k in tl.range(0, k_tiles, warp_specialize=WARP_SPECIALIZE):
-                x = a_desc.load([off_m, k * BLOCK_K])
-                y = b_desc.load([k * BLOCK_K, off_n])
-                acc = tl.dot(x, y, acc)
-        else:
-            rm = off_m + tl.arange(0, BLOCK_M)
-            rn = off_n + tl.arange(0, BLOCK_N)
-            rk = tl.arange(0, BLOCK_K)
-            a_ptrs = a + rm[:, None] * stride_am + rk[None, :] * stride_ak
-            b_ptrs = b + rk[:, None] * stride_bk + rn[None, :] * stride_bn
-            for k in tl.range(0, k_tiles):
-                k_left = K - k * BLOCK_K
-                x = tl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < k_left), other=0.0)
-                y = tl.load(b_ptrs, mask=(rk[:, None] < k_left) & (rn[None, :] < N), other=0.0)
-                acc = tl.dot(x, y, acc)
-                a_ptrs += BLOCK_K * stride_ak
-                b_ptrs += BLOCK_K * stride_bk
-        out = acc.to(dtype)
+        a_src = tl.make_tensor_descriptor(a, shape=[M, K], strides=[stride_am, stride_ak],
+                                          block_shape=[BLOCK_M, BLOCK_K])
+        b_src = tl.make_tensor_descriptor(b, shape=[K, N], strides=[stride_bk, stride_bn],
+                                          block_shape=[BLOCK_K, BLOCK_N])
+    else:
+        a_src = a
+        b_src = b
+    if SPLIT_K > 1:
+        split_k_program(a_src, b_src, c, ws, locks, M, N, K, WS_SIZE, LOCKS_SIZE,
+                        stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                        BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, USE_TMA, SPLIT_K)
+    else:
         if TMA_STORE:
-            c_desc.store([off_m, off_n], out)
-        else:
-            rm = off_m + tl.arange(0, BLOCK_M)
-            rn = off_n + tl.arange(0, BLOCK_N)
-            tl.store(c + rm[:, None] * stride_cm + rn[None, :] * stride_cn, out,
-                     mask=(rm[:, None] < M) & (rn[None, :] < N))
+            c_desc = tl.make_tensor_descriptor(c, shape=[M, N], strides=[stride_cm, stride_cn],
+                                               block_shape=[BLOCK_M, BLOCK_N])
+        step = NUM_SMS if PERSISTENT else tl.num_programs(0)
+        for tile in tl.range(tl.program_id(0), num_tiles, step, flatten=PERSISTENT and not WARP_SPECIALIZE):
+            pid_m, pid_n = tile_of(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+            off_m = pid_m * BLOCK_M
+            off_n = pid_n * BLOCK_N
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            acc = k_steps(acc, a_src, b_src, off_m, off_n, 0, k_tiles, M, N, K, stride_am, stride_ak, stride_bk,
+                          stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA, WARP_SPECIALIZE)
+            out = acc.to(dtype)
+            if TMA_STORE:
+                c_desc.store([off_m, off_n], out)
+            else:
+                store_tile(c, out, off_m, off_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
