@@ -232,15 +232,16 @@ def timed_rounds(w, plugin, candidates, cfg, seed, estimate):
     from ablate.gpu import timing
     from ablate.gpu import swap
 
-    # Graphs are captured again every round, in that round's random order. Captured once, in a
+    # Graphs are captured again every round, in that round's order. Captured once, in a
     # fixed order, each candidate kept one capture (its memory pool's addresses among what it
     # fixes) for the whole job: a difference between two captures of one step is the same in
     # every round, and no interval sees it. On the H200 (2026-12-02, a 2-layer Llama prefill, a
     # CUDA plugin inside it, graphs captured once) the base against itself read 0.9904x
     # [0.9829, 0.9979] and the calibrated 2x 1.029-1.038x against 1 + share's 1.038x, as if the
-    # base's graph, captured first, ran ~0.7% slow: that a capture is the cause is this change's
-    # premise, not yet measured (the control, rerun, says). Captured anew each round, whatever a
-    # capture does to a step varies from round to round and lies inside the interval.
+    # base's graph, captured first, ran ~0.7% slow. Captured anew each round, whatever a capture
+    # does to a step varies from round to round and lies inside the interval: with this and the
+    # counterbalanced orders below, the control read 0.9992x [0.9956, 1.0028] (H200, 2026-12-02;
+    # which of the two mended it is not separated).
     def capture(order, warm):
         made = {}
         for name in order:
@@ -270,8 +271,9 @@ def timed_rounds(w, plugin, candidates, cfg, seed, estimate):
     # each candidate runs first, second and last equally often. Drawn at random each round, with
     # one seed for every job, the positions came out unequal in the same way in every job: the
     # training step's control read 1.0034x [1.0004, 1.0064] and then 1.0033x [1.0004, 1.0063]
-    # (the H200, 2026-12-02) as if the variant's slot were slow. That an order effect is the cause
-    # is not measured; step_samples.json keeps each round's order to measure it.
+    # (the H200, 2026-12-02) as if the variant's slot were slow. Counterbalanced, it read 0.9982x
+    # [0.9953, 1.0012]; the order effect, read from step_samples.json (order_effect), was +0.2% there
+    # and +3.0% in a prefill (a round's first candidate 1.85% fast, its last 1.17% slow).
     orders = [[str(n) for n in p] for p in itertools.permutations(candidates)]
     np.random.default_rng(seed).shuffle(orders)
 
