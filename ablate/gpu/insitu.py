@@ -18,7 +18,7 @@ in the GPU child after the kernel's own check and timing, on the same loaded lib
 3. **Timed.** Base, variant and the calibrated 2x (the base, each launch run twice) alternate
    in rounds, each in its own order: insitu.steps_per_round steps each, every step
    timed by its own CUDA events (by graph replays where the workload allows it and the
-   capture succeeds, each candidate's graph captured anew every round; plain steps otherwise);
+   capture succeeds, each candidate's graph captured anew before its block; plain steps otherwise);
    the orders counterbalanced, each permutation once every six rounds; every round's order and
    samples kept (the job's step_samples.json). A round is a replicate as a kernel job's is
    (ablate/gpu/timing.py, replicates): rounds are added until the step slowdown's 95%
@@ -226,7 +226,7 @@ def _timed(run, n):
 
 def timed_rounds(w, plugin, candidates, cfg, seed, estimate):
     """Rounds of steps (the module's step 3): (rounds as [{candidate: samples}], stop reason,
-    seconds, graphs: "yes, captured again each round" or "no[: why]")."""
+    seconds, graphs: "yes, captured again before each block" or "no[: why]")."""
     import numpy as np
 
     from ablate.gpu import timing
@@ -252,6 +252,7 @@ def timed_rounds(w, plugin, candidates, cfg, seed, estimate):
         return made, None
 
     graphs, why = capture(list(candidates), 2) if w["graphs"] else ({}, None)
+    use_graphs = bool(graphs)
     # Each candidate's block of steps runs inside one `with swap.active(...)`, entered before
     # its first event and followed by one untimed step: replacing the library's function scans
     # every loaded module on the CPU, and inside a timed step the GPU waited for it. Measured on
@@ -283,21 +284,33 @@ def timed_rounds(w, plugin, candidates, cfg, seed, estimate):
             run()  # untimed: the first step after the switch
             return _timed(run, n)
 
+    # Each candidate's graph is captured again right before its own block, not the three at a
+    # round's start: captured together, the block right after the captures ran fast (the GPU
+    # idles while the CPU captures; why that speeds the next block up is not measured). On the
+    # H200 (2026-12-02, step_samples.json) a round's last candidate ran 3.5-3.8% slower than its
+    # first in a prefill around a CUDA plugin and 7.7-8.0% in one around a Triton
+    # RMSNorm, their intervals +-0.7% and +-1.5% where the training step's are +-0.3%.
+    # Counterbalanced, that cancels in the ratios but widens their intervals. With a capture
+    # (and its idle) before every block, each block starts alike: the same two prefills' order
+    # effects read -0.2% to +0.2% and every interval +-0.29-0.30% (stopped by precision), their
+    # controls 1.0006x [0.9977, 1.0036] and 0.9982x [0.9952, 1.0011] (H200, 2026-12-02).
     def take(i):
         nonlocal graphs
-        order = orders[i % len(orders)]
-        if graphs and i > 0:
-            graphs = {}  # the last round's let go before the new ones take memory
-            _release_graphs()
-            graphs, again = capture(order, 0)
-            if not graphs:
-                raise InSituError(f"the step captured in a CUDA graph once but not again in round {i + 1}: {again}")
-        return {name: timed_block(name, steps) for name in order}
+        times = {}
+        for name in orders[i % len(orders)]:
+            if use_graphs:
+                graphs = {}  # the last block's let go before the new one takes memory
+                _release_graphs()
+                graphs, again = capture([name], 0)
+                if not graphs:
+                    raise InSituError(f"the step captured in a CUDA graph once but not again in round {i + 1}: {again}")
+            times[name] = timed_block(name, steps)
+        return times
 
     bench = {"replicates": int(cfg["min_rounds"]), "precision": float(cfg["precision"]),
              "max_replicates": int(cfg["max_rounds"]), "budget_s": float(cfg["budget_s"])}
     rounds, reason, seconds = timing.replicates(take, bench, estimate)
-    return rounds, reason, seconds, ("yes, captured again each round" if graphs else
+    return rounds, reason, seconds, ("yes, captured again before each block" if use_graphs else
                                      ("no" if not w["graphs"] else f"no: {why}"))
 
 
