@@ -37,7 +37,7 @@ CLASSES = (
     + tuple(f"sts_{w}" for w in WIDTHS)
     + ("bar", "ldl", "stl", "mufu_ex2", "mufu_rsq", "bra", "lop3", "shfl", "atoms",
        "atom", "fp64", "ffma", "fmul", "fadd", "call", "ldg_nc", "ldg_strong",
-       "hgmma", "utmaldg", "utmastg", "syncs", "setmaxnreg", "instructions")
+       "hgmma", "utmaldg", "utmastg", "syncs", "setmaxnreg", "acqbulk", "preexit", "instructions")
 )
 
 _FUNCTION = re.compile(r"^\s*Function : (\S+)")
@@ -204,7 +204,9 @@ def classify(instruction: str) -> str | None:
             "DMUL": "fp64", "DFMA": "fp64", "FFMA": "ffma", "FFMA32I": "ffma", "FMUL": "fmul",
             "FMUL32I": "fmul", "FADD": "fadd", "FADD32I": "fadd", "CALL": "call",
             "HGMMA": "hgmma", "UTMALDG": "utmaldg",
-            "UTMASTG": "utmastg", "SYNCS": "syncs", "USETMAXREG": "setmaxnreg"}.get(op)
+            "UTMASTG": "utmastg", "SYNCS": "syncs", "USETMAXREG": "setmaxnreg",
+            # programmatic dependent launch: griddepcontrol.wait and .launch_dependents
+            "ACQBULK": "acqbulk", "PREEXIT": "preexit"}.get(op)
 
 
 def _mnemonic(instruction: str) -> str:

@@ -38,7 +38,7 @@ from ablate.build import manifests, triton_target
 
 SUFFIX = ".triton.json"
 # Compile options a pathology may override besides the function's constexprs (Triton's CUDAOptions).
-OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion")
+OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "launch_pdl")
 
 
 def is_triton(kernel) -> bool:

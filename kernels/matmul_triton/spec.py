@@ -14,7 +14,8 @@ locks as workspace, which every other candidate and the peers leave alone.
 """
 TRITON = "base/matmul.py:matmul_kernel"
 META = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "USE_TMA": True, "TMA_STORE": True,
-        "PERSISTENT": True, "NUM_SMS": 132, "num_warps": 8, "num_stages": 3}
+        "PERSISTENT": True, "NUM_SMS": 132, "num_warps": 8, "num_stages": 3,
+        "USE_GDC": True, "launch_pdl": True}  # programmatic dependent launch (base/matmul.py): every candidate
 # One shape of each specialization the shapes take (Triton's JIT specializes an integer
 # argument by whether it is a multiple of 16, and 1 as a constant): every dimension a multiple
 # of 16; m = 1 (decode of one token); m, n and k all 8 mod 16 (off the tile grid; 8, so that
@@ -138,8 +139,18 @@ CANDIDATES = {
     # one wave (704 x 240: 176 programs of splitk4 in 264 places).
     "splitk2": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3,  # 3 x 32 + 0,
                 "TMA_STORE": False, "PERSISTENT": False, "SPLIT_K": 2},                         # 2 an SM
-    "splitk3": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3,  # cuBLAS's 132
-                "TMA_STORE": False, "PERSISTENT": False, "SPLIT_K": 3},                         # at 704 x 240
+    # Measured after (H200, 2026-12-02; docs/history/2026-12-02.md, "Why split-K missed"): picked at 1 of
+    # the 7 shapes where timed (704 x 240 x 5472, splitk3, 0.639 -> 0.728 of cuBLAS), slower than the
+    # same tile unsplit at the others. At 3 stages the pipeline is too shallow where the split programs
+    # fit one wave (704 x 240: 44 tiles x 3 = 132): splitk3 at 5 stages 13.34 us, at 3 14.54 (in the
+    # tuning; cuBLAS 11.36). Where they do not fit one wave (208 x 1328: 168 programs), more stages cost the
+    # second program an SM and the time rose by a third, so splitk2 keeps 3. And the TMA descriptors each
+    # program makes cost more than the split saves at 784 x 288 x 2448: pointer loads 9.88 us against
+    # 11.20 (splitk2_ptr; m64_n64 11.04, cuBLAS 7.59).
+    "splitk3": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 5,  # 5 x 32 + 0,
+                "TMA_STORE": False, "PERSISTENT": False, "SPLIT_K": 3},                         # 1 an SM
+    "splitk2_ptr": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3,  # 3 x 32 + 0,
+                    "USE_TMA": False, "TMA_STORE": False, "PERSISTENT": False, "SPLIT_K": 2},      # 2 an SM
     "splitk4": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3,
                 "TMA_STORE": False, "PERSISTENT": False, "SPLIT_K": 4},
     "splitk8": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4,   # 4 x 16 + 0,
