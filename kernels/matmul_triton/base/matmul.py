@@ -20,6 +20,16 @@ Its optimizations, each a constexpr or a compile option the pathologies override
   epilogue. Measured on the H100 (Triton's JIT, 2026-11-25; docs/benchmarks.md): a program
   per tile 1490 us at the BF16 prefill shape, persistent with a runtime step (the loops not
   fused, as the TTGIR shows) 1535 us, fused 1358 us against cuBLAS's 1350 us.
+- programmatic dependent launch (USE_GDC, with the compile option launch_pdl): the launch may
+  start while the one before it in the stream is finishing; each program waits for it
+  (`gdc_wait`: its writes visible) before it touches memory, and a program per tile at once lets
+  the next launch start (`gdc_launch_dependents`), so that one launch's start overlaps the
+  other's end. Measured on the H200 (2026-12-02, docs/history/2026-12-02.md): 0.23-0.65 us off
+  each launch of a program per tile at five shapes of 3-11 us (320 x 464 x 208: 3.07 -> 2.73 us,
+  cuBLAS 2.85); a persistent program lets the next launch start only as it ends (its programs
+  would hold an SM's resources while this one's still loop: m64 at 256 x 6832 x 400 ran 0.92 us
+  slower with the early release). Measured between launches of itself; after another kernel
+  the overlap is what that kernel allows (without its own early release, its programs' ends).
 WARP_SPECIALIZE (off in the base; spec.CANDIDATES' *_ws tuning builds) marks the K loop for
 Triton's Hopper warp specialization, which splits a 4-warp program into a producer warpgroup
 issuing the TMA loads and two consumer warpgroups (12 warps: cuBLAS's 384 threads). The pass
@@ -31,15 +41,6 @@ SPLIT_K programs (`split_k_program`), for shapes of few tiles and a long K: each
 partial sums to a workspace (`ws`, FP32), and the last of a tile's programs to arrive (a counter
 per tile in `locks`) sums them into C. The kernel keeps the invariant the workspace needs:
 every counter is 0 before and after each launch (the last program resets its tile's).
-- programmatic dependent launch (USE_GDC, with the compile option launch_pdl): the launch may
-  start while the one before it in the stream is finishing; each program waits for it
-  (`gdc_wait`: its writes visible) before it touches memory, and a program per tile at once lets
-  the next launch start (`gdc_launch_dependents`), so that one launch's start overlaps the
-  other's end. Measured on the H200 (2026-12-02, docs/history/2026-12-02.md): 0.23-0.65 us off
-  each launch of a program per tile at five shapes of 3-11 us (320 x 464 x 208: 3.07 -> 2.73 us,
-  cuBLAS 2.85); a persistent program lets the next launch start only as it ends (its programs
-  would hold an SM's resources while this one's still loop: m64 at 256 x 6832 x 400 ran 0.92 us
-  slower with the early release).
 """
 import triton
 import triton.language as tl
