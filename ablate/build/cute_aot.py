@@ -137,11 +137,7 @@ def package(target) -> dict:
         return {}
     top = where.split(".")[0]
     found = importlib.util.find_spec(top)
-    dists = importlib.metadata.packages_distributions().get(top) or [top]
-    try:
-        dist = f"{dists[0]} {importlib.metadata.version(dists[0])}"
-    except importlib.metadata.PackageNotFoundError:
-        dist = f"{top} (no distribution)"
+    dist = manifests.distribution(top)
     h = hashlib.sha256()
     folder = Path(found.origin).parent
     for path in sorted(folder.rglob("*.py")):

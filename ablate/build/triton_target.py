@@ -23,11 +23,12 @@ the JITFunction, which is what ablate compiles and binds.
 import functools
 import hashlib
 import importlib
-import importlib.metadata
 import importlib.util
 import re
 import sys
 from pathlib import Path
+
+from ablate.build import manifests
 
 _NAME = r"[A-Za-z_]\w*"
 MODULE_RE = re.compile(rf"^{_NAME}(\.{_NAME})*$")
@@ -160,11 +161,7 @@ def package(target) -> dict:
         return {}
     import_module(where)
     top = where.split(".")[0]
-    dists = importlib.metadata.packages_distributions().get(top) or [top]
-    try:
-        dist = f"{dists[0]} {importlib.metadata.version(dists[0])}"
-    except importlib.metadata.PackageNotFoundError:
-        dist = f"{top} (no distribution)"
+    dist = manifests.distribution(top)
     fn = unwrap(load(None, target))
     return {"triton_module": f"{where}:{name}", "triton_package": dist,
             "triton_function": hashlib.sha256(fn.cache_key.encode()).hexdigest()[:16]}
