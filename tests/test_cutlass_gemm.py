@@ -148,13 +148,13 @@ def test_a_seam_of_the_large_configuration_does_not_apply_where_another_runs(pat
 
 
 @pytest.mark.parametrize("pathology", ["cooperative", "cluster_2x1", "tile_64x64", "cp_async", "two_stages",
-                                       "no_tma_epilogue", "no_swizzle", "no_l1", "half_sms"])
+                                       "no_tma_epilogue", "no_swizzle", "no_l1", "half_sms", "no_pdl"])
 def test_every_pathology_applies_where_the_large_configuration_runs(pathology):
     for shape in ("prefill_n4k", "sq8k", "sq4k_bf16"):
         assert SPEC.not_applicable(pathology, shipped_shapes()[shape]) is None  # the default there: large
 
 
-@pytest.mark.parametrize("pathology", ["cp_async", "two_stages", "no_tma_epilogue", "no_swizzle", "no_l1"])
+@pytest.mark.parametrize("pathology", ["cp_async", "two_stages", "no_tma_epilogue", "no_swizzle", "no_l1", "no_pdl"])
 @pytest.mark.parametrize("candidate", ["swap_n32_4x1", "skinny_n128", "n128_2x1", "wide", "swap128_n160"])
 def test_a_seam_every_configuration_takes_applies_on_every_candidate(pathology, candidate):
     assert SPEC.not_applicable(pathology, shipped_shapes()["decode_m1_n4k"], candidate) is None

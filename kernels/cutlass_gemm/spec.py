@@ -225,8 +225,8 @@ BUILD_MEMORY_GIB = 4
 # The seams each configuration takes (base/cutlass_gemm.cu's Candidate): large all, the others
 # have their own tile, cluster and schedule. A pathology whose seam does not reach the
 # configuration a shape runs is not applicable at that shape (not_applicable).
-SEAMS = ("schedule", "mainloop", "cluster", "stages", "tile", "epilogue", "raster")
-SEAMS_OF = {name: SEAMS if name == "large" else ("mainloop", "stages", "epilogue", "raster")
+SEAMS = ("schedule", "mainloop", "cluster", "stages", "tile", "epilogue", "raster", "launch")
+SEAMS_OF = {name: SEAMS if name == "large" else ("mainloop", "stages", "epilogue", "raster", "launch")
             for name in INDEX}
 
 

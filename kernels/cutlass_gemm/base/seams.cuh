@@ -13,6 +13,21 @@
 #ifndef CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
 #define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
 #endif
+// The launch seam: programmatic dependent launch, decided here for the same reason. CUTLASS
+// compiles its TMA kernels' griddepcontrol instructions (each block waits for the launch before
+// it to finish before it reads or writes, and lets the next launch start after its main loop)
+// only where CUTLASS_ENABLE_GDC_FOR_SM90 is defined ahead of its headers, and a patch's header
+// comes first; so the no_pdl pathology is a macro (its yaml's ABLATE_NO_PDL, on the command
+// line), not a patch.
+#ifdef ABLATE_NO_PDL
+#define ABLATE_SEAM_LAUNCH Serial
+#endif
+#ifndef ABLATE_SEAM_LAUNCH       // all: programmatic dependent launch
+#define ABLATE_SEAM_LAUNCH Dependent
+#ifndef CUTLASS_ENABLE_GDC_FOR_SM90
+#define CUTLASS_ENABLE_GDC_FOR_SM90
+#endif
+#endif
 #include <cute/tensor.hpp>
 #include <cutlass/epilogue/dispatch_policy.hpp>
 #include <cutlass/gemm/collective/collective_builder.hpp>
@@ -36,14 +51,26 @@ struct Cooperative {  // two consumer warpgroups split one tile; the epilogue st
   using TmaEpilogue = cutlass::epilogue::TmaWarpSpecializedCooperative;
 };
 
-// Mainloops: the producer warp's copies.
+// Mainloops: the producer warp's copies. kGridDependency: whether the kernel CUTLASS builds on it
+// waits for the launch before it (griddepcontrol.wait); its cp.async kernels do not, so they are
+// never launched dependent (they could read and write ahead of the launch before them).
 struct TmaMainloop {  // one thread issues TMA tile copies (multicast across the cluster)
   static constexpr bool kMulticast = true;
+  static constexpr bool kGridDependency = true;
   template <class S> using Schedule = typename S::Tma;
 };
 struct CpAsyncMainloop {  // the producer warpgroup's 128 threads copy with cp.async, 16 bytes each
   static constexpr bool kMulticast = false;
+  static constexpr bool kGridDependency = false;
   template <class S> using Schedule = typename S::CpAsync;
+};
+
+// Launches (the launch seam, chosen at the top of this file).
+struct Dependent {  // programmatic dependent launch: this launch's start overlaps the last one's end
+  static constexpr bool kDependent = true;
+};
+struct Serial {  // each launch starts after the one before it has ended and its writes are flushed
+  static constexpr bool kDependent = false;
 };
 
 // Clusters.
