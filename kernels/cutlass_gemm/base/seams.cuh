@@ -112,7 +112,29 @@ using Tile128x176 = cute::Shape<cute::_128, cute::Int<176>, cute::_64>;  // 1400
 using Tile128x224 = cute::Shape<cute::_128, cute::Int<224>, cute::_64>;  // 1304 / 224: 6 columns, 108 tiles at m = 2058 on 2x1 clusters
 
 // Tile schedulers.
-using StreamK = cutlass::gemm::StreamKScheduler;
+// CUTLASS 4.2's stream-K scheduler does not compile with its griddepcontrol (the launch seam's
+// Dependent): its is_last_tile, a const method, hands a member to a non-const reference (fixed
+// upstream, NVIDIA/cutlass#2686). StreamK is the same scheduler with is_last_tile asking a copy.
+template <class TileShape, class ClusterShape>
+struct StreamKFixed : cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90StreamK<TileShape, ClusterShape> {
+  using Base = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90StreamK<TileShape, ClusterShape>;
+  using Base::Base;
+  CUTLASS_DEVICE bool is_last_tile(typename Base::WorkTileInfo work, uint32_t advance_count = 1) const {
+    if (this->continue_current_work(work)) return false;  // work: a copy, as CUTLASS's
+    Base next = *this;
+    next.advance_to_next_work(advance_count);
+    return !next.get_current_work().is_valid();
+  }
+};
+struct StreamK {};  // the tag GemmUniversal takes; the selector below maps it to StreamKFixed
+}  // namespace gemm
+namespace cutlass::gemm::kernel::detail {
+template <class TileShape, class ClusterShape, uint32_t Stages>
+struct TileSchedulerSelector<::gemm::StreamK, arch::Sm90, TileShape, ClusterShape, Stages> {
+  using Scheduler = ::gemm::StreamKFixed<TileShape, ClusterShape>;
+};
+}  // namespace cutlass::gemm::kernel::detail
+namespace gemm {
 using DataParallel = cutlass::gemm::PersistentScheduler;
 
 // Epilogues.
