@@ -395,8 +395,9 @@ static cudaError_t run(const void* a, const void* b, void* d, int m, int n, int 
   if (gemm.initialize(args, static_cast<char*>(ws) + partial_bytes, stream) != cutlass::Status::kSuccess)
     return cudaErrorInvalidValue;
   // Dependent (seams.cuh): launched with programmatic stream serialization, where the kernel waits
-  // for the launch before it. Measured for matmul_triton on the H200 (2026-12-02): 0.23-0.65 us off
-  // launches of 3-11 us; cuBLAS trailed here by 0.2-1.4 us at 12 of the 13 shapes under 8 us.
+  // for the launch before it. Measured on the H200 (2026-12-02, issue 62's random check, against the
+  // run before it): 0.7-1.8 us off each of the 13 launches under 8 us, 0.920 -> 1.052 of cuBLAS's
+  // speed over the 24 shapes (docs/history/2026-12-02.md, "The twenty-eighth session").
   constexpr bool dependent = Launch::kDependent && Mainloop::kGridDependency;
   if (gemm.run(stream, nullptr, dependent) != cutlass::Status::kSuccess) {
     cudaError_t e = cudaGetLastError();
