@@ -305,3 +305,43 @@ def test_a_sweep_is_composed_in_forks_from_16_jobs_on_linux_only(monkeypatch):
     assert design.composers(1000, cpus=64) == 16  # at most 16
     monkeypatch.setattr(sys, "platform", "darwin")
     assert design.composers(84, cpus=16) == 1  # fork is unsafe there: one process
+
+
+@pytest.mark.parametrize("fault", ["dies", "hangs"])
+def test_a_composer_that_dies_or_hangs_leaves_its_jobs_to_this_process(monkeypatch, caplog, fault):
+    """A forked composer killed (as the OOM killer would) or stuck: the sweep still gets every
+    job's config, in order, the same as one process composes them, and no composer is left
+    running (multiprocessing's pool waited forever for a dead one's chunk: a CI run, 2026-12-02)."""
+    import multiprocessing
+    import signal
+    import time
+
+    from ablate.sweep import design
+
+    parent, compose = os.getpid(), design._compose
+
+    def faulty(loader, config, overrides):
+        if os.getpid() != parent and "pathology=fp32_accum" in overrides:
+            if fault == "dies":
+                os.kill(os.getpid(), signal.SIGKILL)
+            time.sleep(3600)
+        return compose(loader, config, overrides)
+
+    plugins.use(ATTENTION)
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        config = GlobalHydra.instance().hydra.compose_config(
+            "config", ["pathology=glob(*)", "shape=s512,s1k"], run_mode=RunMode.MULTIRUN,
+            with_log_configuration=False)
+        jobs = design.sweep_jobs(config)
+        serial = [OmegaConf.to_yaml(c) for c in design.job_configs(config, jobs, processes=1)]
+        monkeypatch.setattr(design, "_compose", faulty)
+        monkeypatch.setattr(design, "FORK_WAIT_S", 2)
+        tic = time.monotonic()
+        forked = [OmegaConf.to_yaml(c) for c in design.job_configs(config, jobs, processes=2)]
+    assert len(jobs) >= design.FORK_AT and forked == serial
+    assert time.monotonic() - tic < 60
+    assert ("died" if fault == "dies" else "gave no answer in 2 s") in caplog.text
+    deadline = time.monotonic() + 10
+    while multiprocessing.active_children() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not multiprocessing.active_children()

@@ -16,6 +16,7 @@ inversion) is said before the first job (`pairing_lines`).
 The analysis of what such a sweep measured is ablate/report/interactions.py.
 """
 import itertools
+import logging
 import os
 import sys
 
@@ -24,6 +25,7 @@ from omegaconf import OmegaConf
 from ablate.job.variant import GENERIC_SEAM
 
 BASE = "none"
+log = logging.getLogger(__name__)
 
 
 def sweep_jobs(config) -> list[list[str]]:
@@ -60,6 +62,7 @@ def sweep_jobs(config) -> list[list[str]]:
 # chunks of CHUNK, in order; each config comes back pickled, as Hydra's own launchers send them.
 FORK_AT = 16
 CHUNK = 4
+FORK_WAIT_S = 60  # a chunk's answer, at most: its 4 jobs take ~0.4 s on the H100's host
 _forked = None  # (loader, master config) for the forked composers: set before the fork
 
 
@@ -90,29 +93,57 @@ def _compose_chunk(chunk):
 
 
 def job_configs(config, jobs=None, processes=None):
-    """Each job's composed config, in job order (`jobs`: sweep_jobs' list), composed with
-    Hydra's own loader: exactly what that job will see, yielded as each is ready. `processes`
-    (default `composers`) > 1 composes in that many forked processes, in order."""
+    """Each job's config, in job order (`jobs`: sweep_jobs' list), composed with Hydra's own
+    loader: exactly what that job will see, yielded as each is ready. `processes` (default
+    `composers`) > 1 composes in that many forked processes, in order. A composer that dies
+    (the kernel's OOM killer on a machine that builds beside it) or answers no chunk within
+    FORK_WAIT_S is ended, and this process composes the rest itself: a pool of
+    multiprocessing's lost the dead one's chunk and waited for it forever (a CI run's sweep
+    hung 300 s before its first line, 2026-12-02; tests/test_variant.py kills one)."""
     global _forked
     from hydra.core.global_hydra import GlobalHydra
 
     loader = GlobalHydra.instance().config_loader()
     jobs = sweep_jobs(config) if jobs is None else jobs
     processes = composers(len(jobs)) if processes is None else processes
-    if processes <= 1:
-        yield from (_compose(loader, config, o) for o in jobs)
-        return
-    import multiprocessing
+    done = 0
+    if processes > 1:
+        import concurrent.futures as futures
+        import multiprocessing
 
-    _forked = (loader, config)
-    chunks = [jobs[i:i + CHUNK] for i in range(0, len(jobs), CHUNK)]
-    try:
-        with multiprocessing.get_context("fork").Pool(processes) as pool:
-            for chunk, configs in zip(chunks, pool.imap(_compose_chunk, chunks)):
+        _forked = (loader, config)
+        chunks = [jobs[i:i + CHUNK] for i in range(0, len(jobs), CHUNK)]
+        pool = futures.ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"))
+        whole = False
+        try:
+            pending = [pool.submit(_compose_chunk, chunk) for chunk in chunks]
+            for chunk, future in zip(chunks, pending):
+                try:
+                    configs = future.result(timeout=FORK_WAIT_S)
+                except (futures.process.BrokenProcessPool, futures.TimeoutError) as e:
+                    log.warning("a process composing the sweep's jobs %s: the other %d composed here",
+                                "died" if isinstance(e, futures.process.BrokenProcessPool)
+                                else f"gave no answer in {FORK_WAIT_S} s", len(jobs) - done)
+                    break
                 for overrides, cfg in zip(chunk, configs):
                     yield cfg if cfg is not None else _compose(loader, config, overrides)
-    finally:
-        _forked = None
+                    done += 1
+            whole = done == len(jobs)
+        finally:
+            _forked = None
+            _end_pool(pool, whole)
+    yield from (_compose(loader, config, o) for o in jobs[done:])
+
+
+def _end_pool(pool, whole):
+    """The composers' end: they exit where every chunk was answered; else (a composer died or
+    hangs, or the caller stopped at a bad job) none is waited for."""
+    if whole:
+        pool.shutdown(wait=True)
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):  # before shutdown forgets them
+        process.kill()
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 _composed = {}  # tuple(overrides): the config the callback composed for that job, for its launcher
@@ -140,10 +171,14 @@ def jobs_of_sweep(config, jobs=None, each=None) -> list:
     from ablate.pipeline import job_of
 
     out = []
-    for cfg in job_configs(config, jobs):
-        out.append(job_of(cfg, OmegaConf.select(cfg, "hydra.runtime.choices.shape", default=None)))
-        if each is not None:
-            each(out[-1])
+    configs = job_configs(config, jobs)
+    try:
+        for cfg in configs:
+            out.append(job_of(cfg, OmegaConf.select(cfg, "hydra.runtime.choices.shape", default=None)))
+            if each is not None:
+                each(out[-1])
+    finally:
+        configs.close()  # a bad job: the composers still at work are ended now, not at exit
     return out
 
 
