@@ -54,10 +54,11 @@ def run(cases):
     kernel = getattr(module_of(PLUGIN, "file", file, "interpreted")[0], name)
     tensors = thin.tensors_of(spec.TENSORS)
     out = []
-    for m, n, k, dtype, candidate, tma, ws in cases:
+    for m, n, k, dtype, candidate, tma, ws, *more in cases:
         shape = {"m": m, "n": n, "k": k, "dtype": dtype}
-        # no dependent launch: the interpreter has no griddepcontrol, and runs one launch at a time
-        meta = {**spec.base_meta_of(candidate), "USE_TMA": tma, "USE_GDC": False}
+        # no dependent launch: the interpreter has no griddepcontrol, and runs one launch at a time;
+        # `more`: META overrides (NUM_SMS: a persistent grid of a few programs)
+        meta = {**spec.base_meta_of(candidate), "USE_TMA": tma, "USE_GDC": False, **(more[0] if more else {})}
         gen = torch.Generator().manual_seed(0)
         inputs = {t: decl.make(shape, gen, "cpu") for t, decl in tensors.items()}
         scalars = {p: thin.formula(f, shape) for p, f in spec.PARAMS.items()}

@@ -51,22 +51,37 @@ def test_the_base_each_grid_shape_chooses_matches_the_reference(candidates, shap
     assert out["ok"], f"{SPEC.choose(shape)} on {shape_name}: {out['error']}"
 
 
-@pytest.mark.parametrize("name", [n for n, c in SPEC.CANDIDATES.items() if c.get("SPLIT_K", 1) > 1])
-def test_split_k_matches_the_reference_at_the_shapes_it_is_timed_and_leaves_its_counters_at_zero(candidates, name):
-    """The split-K candidates at the worst shapes of the H200's random check (2026-12-02), where
-    spec.candidates times them: 50 launches back to back on one workspace, C poisoned before each,
-    each within the tolerance and every counter back at 0 (the programs of a tile running at once:
-    what the interpreter's test cannot show)."""
+def launches_back_to_back(kernel, name, shapes, count=50):
+    """`count` launches of `kernel` at each (m, n, k) on one workspace, C poisoned before each:
+    each within the tolerance and every counter back at 0 (the programs of a tile running at
+    once: what the interpreter's tests cannot show)."""
     from ablate.gpu.check import compare, poisoned_inputs
 
-    for m, n, k in ((704, 240, 5472), (784, 288, 2448), (208, 1328, 1712), (880, 496, 1664)):
+    for m, n, k in shapes:
         shape = SPEC.validate_shape({"m": m, "n": n, "k": k, "dtype": "bf16"})
         assert name in SPEC.candidates(shape), (name, shape)
         tensors = poisoned_inputs(SPEC, shape, 6, "cuda")
-        for i in range(50):
+        for i in range(count):
             tensors["c"].fill_(float("nan"))
-            candidates[name](tensors, shape)
+            kernel(tensors, shape)
             torch.cuda.synchronize()
             out = compare(SPEC, tensors, shape, SPEC.tolerance(shape))
             assert out["ok"], f"{name} on {SPEC.label(shape)}, launch {i}: {out['error']}"
             assert int(tensors["locks"].abs().sum()) == 0, f"{name} on {SPEC.label(shape)}, launch {i}"
+
+
+@pytest.mark.parametrize("name", [n for n, c in SPEC.CANDIDATES.items() if c.get("SPLIT_K", 1) > 1])
+def test_split_k_matches_the_reference_at_the_shapes_it_is_timed_and_leaves_its_counters_at_zero(candidates, name):
+    """The split-K candidates at the worst shapes of the H200's random check (2026-12-02), where
+    spec.candidates times them."""
+    launches_back_to_back(candidates[name], name, ((704, 240, 5472), (784, 288, 2448), (208, 1328, 1712),
+                                                   (880, 496, 1664)))
+
+
+@pytest.mark.parametrize("name", [n for n, c in SPEC.CANDIDATES.items() if c.get("TAIL_SPLIT", 1) > 1])
+def test_the_tail_split_matches_the_reference_and_leaves_its_counters_at_zero(candidates, name):
+    """The tail-split candidates where their tails are split 2-4 ways (1616 x 2864: 35 tiles of
+    128 x 128 past two waves, 3 ways; 3824 x 3568: 48 past six, 2 ways; in 128 x 256 tiles 24 past
+    one, 4 ways, and 24 past three) and under a wave (880 x 496: every tile split 4 ways)."""
+    launches_back_to_back(candidates[name], name, ((1616, 2864, 3296), (3824, 3568, 3792), (880, 496, 1664)),
+                          count=20)

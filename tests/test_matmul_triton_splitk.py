@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MATMUL = plugins.load("matmul_triton")
 SPEC = MATMUL.spec
 SPLIT = [n for n, c in SPEC.CANDIDATES.items() if c.get("SPLIT_K", 1) > 1]
+TAILS = [n for n, c in SPEC.CANDIDATES.items() if c.get("TAIL_SPLIT", 1) > 1]
 # (m, n, k, dtype, candidate, USE_TMA, workspace elements or None for the spec's): partial tiles
 # in m and n, a K tail, a split left empty (64 x 96 x 640: 5 K steps of 128 over 4 splits of 2),
 # m = 1, TMA loads and pointer loads, and a workspace too small for the split (the kernel's
@@ -52,6 +53,64 @@ def test_split_k_computes_c_in_the_interpreter_and_leaves_the_counters_at_zero()
         assert runs[0][0] == runs[1][0], case  # the partials summed in one order: the same C again
 
 
+# The tail split (TAIL_SPLIT) on a persistent grid of a few programs: (m, n, k, dtype, candidate,
+# USE_TMA, workspace or None, META overrides, whether the tail is split). 9 tiles on 4 programs:
+# 8 whole, the last split 4 ways (of 16 K steps; of 5, the last split empty); 12 odd tiles (partial
+# in m and n, a K tail) on 5: 2 split 2 ways; 4 tiles on 8 programs: no full wave, each split 2
+# ways; 9 on 5: the last wave 4 of 5, whole; the workspace smaller than a tile; 6 tiles on 2
+# programs: no tail. 128 x 256 tiles too.
+TAIL = [(384, 384, 1000, "fp16", "square_tail", True, None, {"NUM_SMS": 4}, True),
+        (384, 384, 320, "fp16", "square_tail", False, None, {"NUM_SMS": 4}, True),
+        (264, 392, 200, "fp16", "square_tail", True, None, {"NUM_SMS": 5}, True),
+        (200, 256, 1000, "fp16", "square_tail", False, None, {"NUM_SMS": 8}, True),
+        (384, 384, 1000, "fp16", "square_tail", True, None, {"NUM_SMS": 5}, False),
+        (384, 384, 1000, "fp16", "square_tail", True, 4096, {"NUM_SMS": 4}, False),
+        (300, 600, 1000, "fp16", "wide_tail", True, None, {"NUM_SMS": 4}, True),
+        (256, 768, 1000, "fp16", "wide_tail", True, None, {"NUM_SMS": 2}, False)]
+
+
+def test_the_tail_split_computes_c_in_the_interpreter_and_leaves_the_counters_at_zero():
+    pytest.importorskip("triton")
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "matmul_splitk_interpreted.py"),
+                           json.dumps([case[:-1] for case in TAIL])],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    if "skip" in said:
+        pytest.skip(f"Triton's interpreter cannot run the kernel here: {said['skip']}")
+    for case, runs in zip(TAIL, said["runs"]):
+        m, n, k, dtype, candidate, _, ws, meta, split = case
+        shape = {"m": m, "n": n, "k": k, "dtype": dtype}
+        if ws is None:  # spec.tail_split, which prunes the timing, says what the kernel does
+            assert (SPEC.tail_split(shape, {**SPEC.base_meta_of(candidate), **meta}) > 1) == split, case
+        for err, locks, written in runs:
+            assert err <= SPEC.TOLERANCE[case[3]], (case, err)
+            assert locks == 0, (case, "counters left", locks)
+            assert written == case[-1], (case, "workspace written" if written else "workspace untouched")
+        assert runs[0][0] == runs[1][0], case
+
+
+def test_the_tail_split_launches_a_program_an_sm_and_is_timed_where_it_splits():
+    """Its grid: NUM_SMS programs even under a wave of tiles (the idle ones split the tail); the
+    same tile without it launches one a tile there. Timed only where the tail is split: 1616 x 2864
+    (299 tiles of 128 x 128, 35 past two waves: 3 ways; 156 of 128 x 256, 24 past one: 4 ways),
+    not at 5824 x 608 (230: the last wave 98 of 132) nor on full waves (1536 x 1408: 132)."""
+    def at(m, n, k):
+        return {"m": m, "n": n, "k": k, "dtype": "fp16"}
+
+    assert SPEC.grid(at(200, 256, 1000), SPEC.base_meta_of("square_tail")) == (SPEC.META["NUM_SMS"],)
+    assert SPEC.grid(at(200, 256, 1000), SPEC.base_meta_of("square_w4")) == (4,)
+    assert SPEC.tail_split(at(1616, 2864, 3296), SPEC.base_meta_of("square_tail")) == 3
+    assert SPEC.tail_split(at(1616, 2864, 3296), SPEC.base_meta_of("wide_tail")) == 4
+    assert {"square_tail", "wide_tail"} <= set(SPEC.candidates(at(1616, 2864, 3296)))
+    for shape in (at(5824, 608, 3280), at(1536, 1408, 1024)):
+        assert "square_tail" not in SPEC.candidates(shape), shape
+    assert SPEC.tail_split(at(1616, 2864, 3), SPEC.base_meta_of("square_tail")) == 1  # one K step
+    assert SPEC.tail_split(at(320, 464, 208), SPEC.base_meta_of("square_tail")) == 4  # split, but k < 1024:
+    assert "square_tail" not in SPEC.candidates(at(320, 464, 208))  # not timed
+
+
 def test_split_k_is_timed_where_few_tiles_meet_a_long_k_and_the_workspace_holds_it():
     """spec.candidates: the worst shapes of the H200's random check (2026-12-02) time them;
     shapes of two waves of 64 x 64 tiles or more, or k < 1024, do not; every other candidate is
@@ -59,14 +118,18 @@ def test_split_k_is_timed_where_few_tiles_meet_a_long_k_and_the_workspace_holds_
     def at(m, n, k):
         return {"m": m, "n": n, "k": k, "dtype": "fp16"}
 
-    others = [n for n in SPEC.CANDIDATES if n not in SPLIT]
+    others = [n for n in SPEC.CANDIDATES if n not in SPLIT and n not in TAILS]
+
+    def timed(shape):  # the tail-split candidates, timed where their tail splits, are the next test's
+        return [n for n in SPEC.candidates(shape) if n not in TAILS]
+
     for s in (at(704, 240, 5472), at(784, 288, 2448), at(208, 1328, 1712), at(880, 496, 1664)):
-        assert SPEC.candidates(s) == others + SPLIT, s
+        assert timed(s) == others + SPLIT, s
         assert SPEC.choose(s) not in SPLIT
     # 224 tiles of 64 x 64: 8 splits of them need 7.3M elements, past the workspace's 2^22
-    assert SPEC.candidates(at(896, 1008, 3808)) == others + [n for n in SPLIT if n != "splitk8"]
+    assert timed(at(896, 1008, 3808)) == others + [n for n in SPLIT if n != "splitk8"]
     for s in (at(2048, 2048, 2048), at(704, 240, 1008), at(64, 96, 640)):
-        assert SPEC.candidates(s) == others, s
+        assert timed(s) == others, s
     # the workspace, at its cap, holds no split of 64 x 64 tiles past 2^22 / 8 / 4096 = 128 tiles
     big = at(8192, 8192, 8192)
     assert SPEC.workspace_size(big) == 2 ** 22 and not SPEC.split_fits(big, SPEC.base_meta_of("splitk2"))
@@ -105,3 +168,31 @@ def test_pathologies_over_a_split_k_base_keep_their_fingerprints_or_are_declared
         assert r.status == "static" and r.metrics["fingerprint_ok"] == 1, (name, r.status, r.error)
         assert '"SPLIT_K": 4' in r.params["base_meta"], name
 
+
+
+def test_pathologies_over_a_tail_split_base_keep_their_fingerprints_or_are_declared_not_applicable():
+    """Static jobs at 1616 x 2864 x 3296 (299 tiles of 128 x 128: 35 past two waves, split 3 ways)
+    moved onto square_tail, as a GPU's timing would move them: not_persistent, which would take
+    the tail split with the persistent grid, is declared not applicable; the others build and
+    keep their fingerprints (no_fp_fusion: equal machine code, as at every shape)."""
+    pytest.importorskip("triton")
+    from ablate.job.job import make_job, with_tuned
+    from ablate.pipeline import run_job
+    from conftest import kept_build_dir
+
+    def job(pathology):
+        cfg = plugins.compose("matmul_triton", [f"pathology={pathology}", "shape=sq4k_fp16", "shape.m=1616",
+                                                "shape.n=2864", "shape.k=3296", "mode=static", "build.arch=sm_90",
+                                                f"build.dir={kept_build_dir('triton')}"])
+        return with_tuned(make_job(cfg, "tail_1616x2864x3296"), {"kind": "candidates", "candidate": "square_tail"})
+
+    names = [p for p in MATMUL.options("pathology") if not p.startswith("tune_") and p != "none"]
+    outcomes = {p: run_job(job(p)) for p in names}
+    declared = {p for p, r in outcomes.items() if r.status == "not_applicable" and "declares it not applicable" in r.error}
+    assert declared == {"not_persistent"}, {p: outcomes[p].error for p in outcomes}
+    for name, r in outcomes.items():
+        if name in declared or name == "no_fp_fusion":
+            assert r.status == "not_applicable", (name, r.status, r.error)
+            continue
+        assert r.status == "static" and r.metrics["fingerprint_ok"] == 1, (name, r.status, r.error)
+        assert '"TAIL_SPLIT": 4' in r.params["base_meta"], name

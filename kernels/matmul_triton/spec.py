@@ -124,6 +124,19 @@ CANDIDATES = {
     # prediction, not measured: faster than m64_n64 where its tiles fill at most half the SMs and
     # k >= 2048; m64_n64 ahead wherever 64 x 32's tiles pass a wave.
     "m64_n32": {"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 128, "num_warps": 4, "num_stages": 6},  # 6 x 24 + 4
+    # The tail split (base/matmul.py, tail_splits), the approach changed after the random check's
+    # fourth miss (H200, 2026-12-02: at the 8 shapes over 30 us the speed is 0.90-1.05 x the fill of
+    # the pick's last wave; 1616 x 2864 x 3296, 299 tiles of 128 x 128 in 3 waves of 132, 0.681 of
+    # cuBLAS): the full waves a tile a program, then each of the last wave's tiles split over up to
+    # TAIL_SPLIT programs in equal K ranges (there 35 tiles x 3 splits: 105 programs for a third of
+    # the K steps each). A stream-K of 132 shares, each starting at its own K step, ran its shared
+    # steps at ~0.6 of the waves' rate (docs/history/2026-12-02.md); these start together. A
+    # prediction, not measured: faster than square_w4 where the last wave holds at most a third of
+    # the SMs' worth of tiles and k >= 2048 (1616 x 2864: ~0.8 of cuBLAS; 3824 x 3568 x 3792, 840
+    # tiles, 48 in the last wave, 2 splits: ~0.95), the same elsewhere (one split: tail_splits keeps
+    # every tile whole where the last wave is more than half full).
+    "square_tail": {"BLOCK_N": 128, "num_warps": 4, "num_stages": 4, "TAIL_SPLIT": 4},
+    "wide_tail": {"TAIL_SPLIT": 4},
     # Split K (base/matmul.py, split_k_program). Issue 62's check again (H200, 2026-12-02; 24 random
     # shapes): 0.816 of cuBLAS's speed (geometric mean), the worst shapes few output tiles over a long
     # k: 704 x 240 x 5472 0.632, 784 x 288 x 2448, 208 x 1328 x 1712, 880 x 496 x 1664 and 896 x 1008 x
@@ -179,13 +192,28 @@ def split_fits(shape, meta):
             and count <= lock_count(shape))
 
 
+def tail_split(shape, meta):
+    """How many ways `meta`'s tail-split kernel splits each tile past its full waves at `shape`
+    (base/matmul.py, tail_splits; 1: none, every tile a program's alone)."""
+    count, sms = tiles(shape, meta), meta["NUM_SMS"]
+    whole = count // sms * sms
+    tail = max(count - whole, 1)
+    k_tiles = -(-shape["k"] // meta["BLOCK_K"])
+    splits = min(sms // tail, meta.get("TAIL_SPLIT", 1), k_tiles,
+                 workspace_size(shape) // (meta["BLOCK_M"] * meta["BLOCK_N"]) // tail)
+    return 1 if splits < 2 or count == whole or count - whole > lock_count(shape) else splits
+
+
 def candidates(shape):
     """The candidates timed at `shape`: every one, but the split-K ones only where the 64 x 64 tiles
     fill less than two waves of the SMs (896 x 1008 x 3808, one of the worst: 224 tiles of 64 x 64,
-    112 of 64 x 128), k >= SPLIT_K_MIN_K and the workspace holds the split."""
+    112 of 64 x 128), k >= SPLIT_K_MIN_K and the workspace holds the split; the tail-split ones only
+    where they split a tail (elsewhere each computes what its twin without TAIL_SPLIT does) and
+    k >= SPLIT_K_MIN_K."""
     few = tiles(shape, {"BLOCK_M": 64, "BLOCK_N": 64}) < 2 * META["NUM_SMS"] and shape["k"] >= SPLIT_K_MIN_K
     return [name for name, c in CANDIDATES.items()
-            if "SPLIT_K" not in c or few and split_fits(shape, base_meta_of(name))]
+            if ("SPLIT_K" not in c or few and split_fits(shape, base_meta_of(name)))
+            and ("TAIL_SPLIT" not in c or shape["k"] >= SPLIT_K_MIN_K and tail_split(shape, base_meta_of(name)) > 1)]
 
 
 # The choice, as data: for the first row whose `m` bound holds the shape's m, the first
@@ -240,6 +268,9 @@ def not_applicable(pathology, shape, candidate=None):
     if pathology in ("not_persistent", "no_tma_store") and meta.get("SPLIT_K", 1) > 1:
         return (f"the base at this shape splits K ({candidate}): a program per tile and split, C stored by "
                 "pointers, whatever PERSISTENT and TMA_STORE say")
+    if pathology == "not_persistent" and meta["PERSISTENT"] and meta.get("TAIL_SPLIT", 1) > 1:
+        return (f"the base at this shape splits its last wave's tiles over the persistent programs ({candidate}: "
+                "TAIL_SPLIT): without them there is no tail to split, so it would switch off two things")
     if pathology == "no_tma" and not meta["USE_TMA"]:
         return f"the base at this shape loads A and B by pointers already ({candidate}: USE_TMA false)"
     if pathology == "no_tma_store" and not meta["TMA_STORE"]:
@@ -268,6 +299,8 @@ def grid(shape, meta):
     count = tiles(shape, meta)
     if meta.get("SPLIT_K", 1) > 1:
         return (count * meta["SPLIT_K"],)
+    if meta["PERSISTENT"] and meta.get("TAIL_SPLIT", 1) > 1:  # the idle programs split the tail's tiles
+        return (meta["NUM_SMS"],)
     return (min(count, meta["NUM_SMS"]),) if meta["PERSISTENT"] else (count,)
 
 

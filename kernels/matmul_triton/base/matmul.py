@@ -99,20 +99,41 @@ def store_tile(c, out, off_m, off_n, M, N, stride_cm, stride_cn, BLOCK_M: tl.con
 
 
 @triton.jit
+def add_partial(acc, slots, lock, s, splits, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, UNROLL: tl.constexpr):
+    """Split `s` of `splits` of a tile: its FP32 partial `acc` stored to slot s of the tile's
+    `splits` slots at `slots` (side by side); then one atomic on the tile's counter `lock`,
+    acquire-release at GPU scope after a barrier (every thread's stores done first). Returns
+    (C's tile in FP32, True) to the split that finds splits - 1 there, the last to arrive, which
+    sums the partials in order (read through L2, `.cg`: the other programs' stores are not in this
+    SM's L1) and sets the counter back to 0; (acc, False) to the others, which store nothing. No
+    program waits for another. UNROLL: `splits` is a constexpr, the sum unrolled."""
+    tile_slots = slots + tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    tl.store(tile_slots + s * BLOCK_M * BLOCK_N, acc)
+    tl.debug_barrier()
+    last = tl.atomic_add(lock, 1, sem="acq_rel", scope="gpu") == splits - 1
+    if last:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        if UNROLL:
+            for j in tl.static_range(splits):
+                acc += tl.load(tile_slots + j * BLOCK_M * BLOCK_N, cache_modifier=".cg")
+        else:
+            for j in range(splits):
+                acc += tl.load(tile_slots + j * BLOCK_M * BLOCK_N, cache_modifier=".cg")
+        tl.atomic_xchg(lock, 0, sem="relaxed", scope="gpu")
+    return acc, last
+
+
+@triton.jit
 def split_k_program(a_src, b_src, c, ws, locks, M, N, K, WS_SIZE, LOCKS_SIZE,
                     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                     USE_TMA: tl.constexpr, SPLIT_K: tl.constexpr):
     """Program (tile, s) = divmod(program_id, SPLIT_K) of a grid of tiles x SPLIT_K: K steps
     [s * per, (s + 1) * per) of its tile (per = cdiv(K steps, SPLIT_K)) into an FP32 partial tile,
-    stored to its slot of `ws` (the SPLIT_K slots of a tile side by side); then one atomic on the
-    tile's counter in `locks`, acquire-release at GPU scope after a barrier (every thread's stores
-    done first), and the program that finds SPLIT_K - 1 there, the last to arrive, sums the
-    SPLIT_K partials in order (read through L2, `.cg`: the other programs' stores are not in this
-    SM's L1), stores C and sets the counter back to 0. No program waits for another. Where the
-    workspace is too small for the shape (WS_SIZE elements, LOCKS_SIZE counters), split 0 runs
-    every K step and stores C alone, the others store nothing: correct, and slow, so that the
-    timing never picks a split-K candidate there."""
+    added to the tile's others in `ws` (the SPLIT_K slots of a tile side by side) by `add_partial`,
+    whose last to arrive stores C. Where the workspace is too small for the shape (WS_SIZE
+    elements, LOCKS_SIZE counters), split 0 runs every K step and stores C alone, the others store
+    nothing: correct, and slow, so that the timing never picks a split-K candidate there."""
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
     tile = tl.program_id(0) // SPLIT_K
@@ -129,18 +150,30 @@ def split_k_program(a_src, b_src, c, ws, locks, M, N, K, WS_SIZE, LOCKS_SIZE,
                   stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA, False)
     last = s == 0
     if fits:
-        slots = (ws + tile * SPLIT_K * BLOCK_M * BLOCK_N
-                 + tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :])
-        tl.store(slots + s * BLOCK_M * BLOCK_N, acc)
-        tl.debug_barrier()
-        last = tl.atomic_add(locks + tile, 1, sem="acq_rel", scope="gpu") == SPLIT_K - 1
-        if last:
-            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            for j in tl.static_range(SPLIT_K):
-                acc += tl.load(slots + j * BLOCK_M * BLOCK_N, cache_modifier=".cg")
-            tl.atomic_xchg(locks + tile, 0, sem="relaxed", scope="gpu")
+        acc, last = add_partial(acc, ws + tile * SPLIT_K * BLOCK_M * BLOCK_N, locks + tile, s, SPLIT_K,
+                                BLOCK_M, BLOCK_N, True)
     if last:
         store_tile(c, acc.to(c.dtype.element_ty), off_m, off_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+
+
+@triton.jit
+def tail_splits(num_tiles, k_tiles, WS_SIZE, LOCKS_SIZE, TILE: tl.constexpr, NUM_SMS: tl.constexpr,
+                TAIL_SPLIT: tl.constexpr):
+    """(whole, splits): the persistent programs compute tiles 0 <= t < whole alone, the full waves,
+    then split each of the other tiles' K steps in `splits` equal ranges over the programs the
+    last wave leaves idle: as many as fit in NUM_SMS programs, at most TAIL_SPLIT and k_tiles,
+    and the workspace (WS_SIZE FP32 elements, TILE a split; LOCKS_SIZE counters). A split's
+    programs start at the same K step, so that a group's tiles read the same slices of A and B
+    (a stream-K of 132 shares starting at 132 K steps ran its shared K steps at ~0.6 of the full
+    waves' rate: docs/history/2026-12-02.md). splits = 1, whole = num_tiles where none fits or
+    the last wave is more than half full: every tile a program's alone."""
+    whole = num_tiles // NUM_SMS * NUM_SMS
+    tail = tl.maximum(num_tiles - whole, 1)
+    splits = tl.minimum(tl.minimum(NUM_SMS // tail, TAIL_SPLIT), tl.minimum(k_tiles, WS_SIZE // TILE // tail))
+    if (splits < 2) | (num_tiles - whole > LOCKS_SIZE):
+        whole = num_tiles
+        splits = 1
+    return whole, splits
 
 
 @triton.jit
@@ -150,13 +183,15 @@ def matmul_kernel(a, b, c, M, N, K,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   GROUP_M: tl.constexpr, USE_TMA: tl.constexpr, TMA_STORE: tl.constexpr,
                   PERSISTENT: tl.constexpr, NUM_SMS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False,
-                  SPLIT_K: tl.constexpr = 1, USE_GDC: tl.constexpr = False):
+                  SPLIT_K: tl.constexpr = 1, USE_GDC: tl.constexpr = False, TAIL_SPLIT: tl.constexpr = 1):
     """Each program computes the tiles program_id, program_id + step, ...: with PERSISTENT
     the grid has NUM_SMS programs and the step is NUM_SMS, a constant, which lets Triton
     flatten the two loops into one pipeline (with a runtime step it leaves them apart);
     without, a program per tile and the loop runs once. SPLIT_K > 1: a program per tile and
-    split (`split_k_program`; PERSISTENT and TMA_STORE are not read there); ws and locks are
-    read only then. USE_GDC: launched dependent on the launch before it (the module's notes)."""
+    split (`split_k_program`; PERSISTENT and TMA_STORE are not read there). TAIL_SPLIT > 1 (with
+    PERSISTENT): the tiles past the last full wave are split over the programs the full waves
+    leave idle (`tail_splits`). ws and locks are read only by those two. USE_GDC: launched
+    dependent on the launch before it (the module's notes)."""
     if USE_GDC:
         tl.extra.cuda.gdc_wait()
         if SPLIT_K > 1 or not PERSISTENT:
@@ -181,7 +216,12 @@ def matmul_kernel(a, b, c, M, N, K,
             c_desc = tl.make_tensor_descriptor(c, shape=[M, N], strides=[stride_cm, stride_cn],
                                                block_shape=[BLOCK_M, BLOCK_N])
         step = NUM_SMS if PERSISTENT else tl.num_programs(0)
-        for tile in tl.range(tl.program_id(0), num_tiles, step, flatten=PERSISTENT and not WARP_SPECIALIZE):
+        whole = num_tiles  # the tiles a program computes alone
+        splits = 1
+        if PERSISTENT and TAIL_SPLIT > 1:
+            whole, splits = tail_splits(num_tiles, k_tiles, WS_SIZE, LOCKS_SIZE, BLOCK_M * BLOCK_N, NUM_SMS,
+                                        TAIL_SPLIT)
+        for tile in tl.range(tl.program_id(0), whole, step, flatten=PERSISTENT and not WARP_SPECIALIZE):
             pid_m, pid_n = tile_of(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
             off_m = pid_m * BLOCK_M
             off_n = pid_n * BLOCK_N
@@ -193,3 +233,26 @@ def matmul_kernel(a, b, c, M, N, K,
                 c_desc.store([off_m, off_n], out)
             else:
                 store_tile(c, out, off_m, off_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+
+        if PERSISTENT and TAIL_SPLIT > 1:
+            # the tail: program p takes split p % splits of tile whole + p // splits, its share of
+            # the K steps, and the tile's last split to arrive stores it (add_partial)
+            part = tl.program_id(0)
+            if part < (num_tiles - whole) * splits:
+                t = part // splits
+                s = part % splits
+                per = tl.cdiv(k_tiles, splits)
+                pid_m, pid_n = tile_of(whole + t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+                off_m = pid_m * BLOCK_M
+                off_n = pid_n * BLOCK_N
+                acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+                acc = k_steps(acc, a_src, b_src, off_m, off_n, s * per, tl.minimum(s * per + per, k_tiles), M, N,
+                              K, stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA,
+                              False)
+                acc, last = add_partial(acc, ws + t * splits * BLOCK_M * BLOCK_N, locks + t, s, splits,
+                                        BLOCK_M, BLOCK_N, False)
+                if last:
+                    if TMA_STORE:
+                        c_desc.store([off_m, off_n], acc.to(dtype))
+                    else:
+                        store_tile(c, acc.to(dtype), off_m, off_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
