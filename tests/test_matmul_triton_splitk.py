@@ -35,16 +35,22 @@ CASES = [(64, 96, 640, "fp16", "splitk2", False, None), (64, 96, 640, "fp16", "s
          (100, 72, 1000, "fp16", "splitk4", False, 4096)]
 
 
-def test_split_k_computes_c_in_the_interpreter_and_leaves_the_counters_at_zero():
+def interpreted(cases):
+    """[[relative error, counters' sum, workspace written] of each of two launches] of each case,
+    run in Triton's interpreter (tests/matmul_splitk_interpreted.py); a skip where it cannot."""
     pytest.importorskip("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, str(ROOT / "tests" / "matmul_splitk_interpreted.py"), json.dumps(CASES)],
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "matmul_splitk_interpreted.py"), json.dumps(cases)],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     said = json.loads(done.stdout.strip().splitlines()[-1])
     if "skip" in said:
         pytest.skip(f"Triton's interpreter cannot run the kernel here: {said['skip']}")
-    for case, runs in zip(CASES, said["runs"]):
+    return said["runs"]
+
+
+def test_split_k_computes_c_in_the_interpreter_and_leaves_the_counters_at_zero():
+    for case, runs in zip(CASES, interpreted(CASES)):
         fallback = case[-1] is not None
         for err, locks, written in runs:
             assert err <= SPEC.TOLERANCE[case[3]], (case, err)
@@ -70,16 +76,7 @@ TAIL = [(384, 384, 1000, "fp16", "square_tail", True, None, {"NUM_SMS": 4}, True
 
 
 def test_the_tail_split_computes_c_in_the_interpreter_and_leaves_the_counters_at_zero():
-    pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, str(ROOT / "tests" / "matmul_splitk_interpreted.py"),
-                           json.dumps([case[:-1] for case in TAIL])],
-                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
-    said = json.loads(done.stdout.strip().splitlines()[-1])
-    if "skip" in said:
-        pytest.skip(f"Triton's interpreter cannot run the kernel here: {said['skip']}")
-    for case, runs in zip(TAIL, said["runs"]):
+    for case, runs in zip(TAIL, interpreted([case[:-1] for case in TAIL])):
         m, n, k, dtype, candidate, _, ws, meta, split = case
         shape = {"m": m, "n": n, "k": k, "dtype": dtype}
         if ws is None:  # spec.tail_split, which prunes the timing, says what the kernel does
@@ -140,59 +137,44 @@ def test_split_k_is_timed_where_few_tiles_meet_a_long_k_and_the_workspace_holds_
         assert SPEC.lock_count(s) > -(-s["m"] // 16) * -(-s["n"] // 16) or SPEC.lock_count(s) == 2 ** 16, s
 
 
-def test_pathologies_over_a_split_k_base_keep_their_fingerprints_or_are_declared_not_applicable():
-    """Static jobs at 704 x 240 x 5472 moved onto splitk4, as a GPU's timing would move them: the
-    pathologies that would compile to the split-K base's machine code (not_persistent, no_tma_store:
-    the split-K programs read neither flag; small_tiles: 64 x 64 already) are declared not
-    applicable with why; the others build and keep their fingerprints (no_fp_fusion: equal machine
-    code, as at every shape)."""
+def pathologies_over(candidate, shape_yaml, m, n, k, declared_na, marker):
+    """Static jobs at m x n x k moved onto `candidate`, as a GPU's timing would move them: those
+    in `declared_na` are declared not applicable with why; the others build and keep their
+    fingerprints over a base whose META holds `marker` (no_fp_fusion: equal machine code, as at
+    every shape)."""
     pytest.importorskip("triton")
     from ablate.job.job import make_job, with_tuned
     from ablate.pipeline import run_job
     from conftest import kept_build_dir
 
     def job(pathology):
-        cfg = plugins.compose("matmul_triton", [f"pathology={pathology}", "shape=decode_m64_bf16", "shape.m=704",
-                                                "shape.n=240", "shape.k=5472", "mode=static", "build.arch=sm_90",
+        cfg = plugins.compose("matmul_triton", [f"pathology={pathology}", f"shape={shape_yaml}", f"shape.m={m}",
+                                                f"shape.n={n}", f"shape.k={k}", "mode=static", "build.arch=sm_90",
                                                 f"build.dir={kept_build_dir('triton')}"])
-        return with_tuned(make_job(cfg, "splitk_704x240x5472"), {"kind": "candidates", "candidate": "splitk4"})
+        return with_tuned(make_job(cfg, f"{candidate}_{m}x{n}x{k}"), {"kind": "candidates", "candidate": candidate})
 
     names = [p for p in MATMUL.options("pathology") if not p.startswith("tune_") and p != "none"]
     outcomes = {p: run_job(job(p)) for p in names}
     declared = {p for p, r in outcomes.items() if r.status == "not_applicable" and "declares it not applicable" in r.error}
-    assert declared == {"not_persistent", "no_tma_store", "small_tiles"}, {p: outcomes[p].error for p in outcomes}
+    assert declared == declared_na, {p: outcomes[p].error for p in outcomes}
     for name, r in outcomes.items():
         if name in declared or name == "no_fp_fusion":
             assert r.status == "not_applicable", (name, r.status, r.error)
             continue
         assert r.status == "static" and r.metrics["fingerprint_ok"] == 1, (name, r.status, r.error)
-        assert '"SPLIT_K": 4' in r.params["base_meta"], name
+        assert marker in r.params["base_meta"], name
 
+
+def test_pathologies_over_a_split_k_base_keep_their_fingerprints_or_are_declared_not_applicable():
+    """At 704 x 240 x 5472 on splitk4: the pathologies that would compile to the split-K base's
+    machine code (not_persistent, no_tma_store: the split-K programs read neither flag;
+    small_tiles: 64 x 64 already) are declared not applicable."""
+    pathologies_over("splitk4", "decode_m64_bf16", 704, 240, 5472, {"not_persistent", "no_tma_store", "small_tiles"},
+                     '"SPLIT_K": 4')
 
 
 def test_pathologies_over_a_tail_split_base_keep_their_fingerprints_or_are_declared_not_applicable():
-    """Static jobs at 1616 x 2864 x 3296 (299 tiles of 128 x 128: 35 past two waves, split 3 ways)
-    moved onto square_tail, as a GPU's timing would move them: not_persistent, which would take
-    the tail split with the persistent grid, is declared not applicable; the others build and
-    keep their fingerprints (no_fp_fusion: equal machine code, as at every shape)."""
-    pytest.importorskip("triton")
-    from ablate.job.job import make_job, with_tuned
-    from ablate.pipeline import run_job
-    from conftest import kept_build_dir
-
-    def job(pathology):
-        cfg = plugins.compose("matmul_triton", [f"pathology={pathology}", "shape=sq4k_fp16", "shape.m=1616",
-                                                "shape.n=2864", "shape.k=3296", "mode=static", "build.arch=sm_90",
-                                                f"build.dir={kept_build_dir('triton')}"])
-        return with_tuned(make_job(cfg, "tail_1616x2864x3296"), {"kind": "candidates", "candidate": "square_tail"})
-
-    names = [p for p in MATMUL.options("pathology") if not p.startswith("tune_") and p != "none"]
-    outcomes = {p: run_job(job(p)) for p in names}
-    declared = {p for p, r in outcomes.items() if r.status == "not_applicable" and "declares it not applicable" in r.error}
-    assert declared == {"not_persistent"}, {p: outcomes[p].error for p in outcomes}
-    for name, r in outcomes.items():
-        if name in declared or name == "no_fp_fusion":
-            assert r.status == "not_applicable", (name, r.status, r.error)
-            continue
-        assert r.status == "static" and r.metrics["fingerprint_ok"] == 1, (name, r.status, r.error)
-        assert '"TAIL_SPLIT": 4' in r.params["base_meta"], name
+    """At 1616 x 2864 x 3296 (299 tiles of 128 x 128: 35 past two waves, split 3 ways) on
+    square_tail: not_persistent, which would take the tail split with the persistent grid, is
+    declared not applicable."""
+    pathologies_over("square_tail", "sq4k_fp16", 1616, 2864, 3296, {"not_persistent"}, '"TAIL_SPLIT": 4')
