@@ -149,8 +149,9 @@ def test_the_candidates_tool_takes_matmul_tritons_shapes_and_candidates():
     with pytest.raises(SystemExit, match="'nope_\\*' matches no shape of matmul_triton"):
         tool.shape_names(MATMUL, "nope_*")
     # spec.candidates: every one at sq2k but the split-K ones (1024 tiles of 64 x 64: no few tiles to split)
+    # and the tail-split ones (256 tiles of 128 x 128, 124 past one wave; 128 of 128 x 256: none split)
     assert tool.chosen_candidates(SPEC, None, shape("sq2k_bf16")) == [n for n, c in SPEC.CANDIDATES.items()
-                                                                       if "SPLIT_K" not in c]
+                                                                       if "SPLIT_K" not in c and "TAIL_SPLIT" not in c]
     assert tool.chosen_candidates(SPEC, "all", shape("sq2k_bf16")) == list(SPEC.CANDIDATES)
     with pytest.raises(SystemExit, match=r"--candidates: \['huge'\] are not in spec.CANDIDATES"):
         tool.chosen_candidates(SPEC, "huge", shape("sq2k_bf16"))
