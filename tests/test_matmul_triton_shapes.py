@@ -180,6 +180,32 @@ def test_every_candidate_compiles_for_sm_90_with_every_instance():
         assert (totals["hgmma"] == 0) == (SPEC.CANDIDATES[name].get("BLOCK_M") == 16), (name, totals["hgmma"])
 
 
+def test_the_host_tma_candidates_make_no_descriptor_on_the_device():
+    """HOST_TMA takes A's, B's and C's descriptors as parameters (spec.descriptors): its machine
+    code has none of the device's making (the descriptor cache's invalidation, UTMACCTL, and the
+    exchange that publishes the descriptor, one each per descriptor in its twin) and loads sooner."""
+    pytest.importorskip("triton")
+    from ablate.build import sass
+    from ablate.build.compile import build
+    from ablate.job.variant import Variant
+
+    pairs = {"m64_host": "m64_tiles", "square_host": "square_w4", "wide_host": "wide"}
+    names = [*pairs, *pairs.values()]
+    variants = [Variant(name=n, pathologies=(), base_meta=SPEC.base_meta_of(n)) for n in names]
+    cfg = OmegaConf.create({"dir": str(kept_build_dir("triton")), "arch": "sm_90", "jobs": 0})
+    results = build(variants, cfg, MATMUL, ROOT)
+
+    def made_on_device(name):
+        text = sass.read(results[name].lib)["text"]
+        return text.count("UTMACCTL.IV"), text.count("ATOMG.E.EXCH")
+
+    for host, twin in pairs.items():
+        assert results[host].ok, results[host].log[-2000:]
+        assert made_on_device(host) == (0, 0), host
+        invalidations, exchanges = made_on_device(twin)
+        assert invalidations >= 3 * len(SPEC.INSTANCES) and exchanges >= 3 * len(SPEC.INSTANCES), (twin, invalidations)
+
+
 def test_the_benchmark_times_each_shape_on_the_base_of_that_shape():
     """`python -m ablate benchmark --shapes a,b` builds the base each shape chooses (it built
     the default shape's base for every shape before); a kernel with one base keeps one job."""
@@ -230,3 +256,12 @@ def test_the_random_gemm_check_draws_the_shapes_it_states():
     assert all(s[d] % 16 == 0 and 128 <= s[d] <= 8192 for s in shapes for d in "mnk")
     with pytest.raises(SystemExit, match=r"--kernels: \['cublas'\] not among cutlass_gemm, matmul_triton"):
         check.main(["/dev/null", "--kernels", "cublas"])
+
+
+def test_pathologies_over_a_host_tma_base_keep_their_fingerprints():
+    """Static jobs at 1616 x 2864 x 3296 moved onto square_host: every pathology builds and keeps
+    its fingerprint (their blocks, narrow_tiles' and small_tiles', are the descriptors' blocks:
+    spec.descriptors reads the variant's META); none is declared not applicable."""
+    from test_matmul_triton_splitk import pathologies_over
+
+    pathologies_over("square_host", "sq4k_fp16", 1616, 2864, 3296, set(), '"HOST_TMA": true')

@@ -4,6 +4,7 @@ held; the instance a shape's arguments take; the refusals. Skipped, with the rea
 triton cannot be imported (CI installs it: pyproject.toml)."""
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -191,3 +192,35 @@ def test_the_gpu_side_reads_the_built_cubins_back(built):
     assert compiled.metadata.shared == manifest["instances"]["bf16"]["shared"] > 0
     assert compiled.metadata.num_warps == 8 and kernel.meta["USE_TMA"] is False
     assert kernel.info()["configs"][1]["name"] == "bf16"
+
+
+def test_host_side_descriptors_are_built_from_the_arguments_and_the_meta():
+    """spec.descriptors(meta): a TensorDescriptor over the named argument, its block from the
+    meta, for a tensor as for the sanitizer's raw pointer (its dims, contiguous strides); None
+    where the configuration takes none; a spec without it passes its args as they are; a name
+    that is no argument is one line naming both."""
+    pytest.importorskip("triton")
+    import torch
+
+    from ablate.build.triton_aot import described, undescribed, with_descriptors
+    from ablate.build.triton_launch import Pointer
+
+    spec = SimpleNamespace(descriptors=lambda meta: {"a_host": ("a", (meta["BM"], 64)) if meta["HOST"] else None})
+    a = torch.empty((256, 512), dtype=torch.float16, device="meta")
+    out = with_descriptors(spec, {"a": a, "M": 256}, {"BM": 128, "HOST": True})
+    desc = out["a_host"]
+    assert out["a"] is a and out["M"] == 256
+    assert (desc.base is a and desc.shape == [256, 512] and desc.strides == [512, 1] and desc.block_shape == [128, 64])
+    assert with_descriptors(spec, {"a": a}, {"BM": 128, "HOST": False})["a_host"] is None
+    assert with_descriptors(SimpleNamespace(), {"a": a}, {}) == {"a": a}
+    raw = Pointer(1 << 20, torch.float16, (256, 512))
+    on_raw = with_descriptors(spec, {"a": raw}, {"BM": 64, "HOST": True})["a_host"]
+    assert on_raw.base is raw and on_raw.shape == [256, 512] and on_raw.strides == [512, 1]
+    # the build's request carries it as JSON, and the compile process makes it again on the meta device
+    said = described(desc)
+    assert said == {"descriptor": {"tensor": [256, 512], "dtype": "float16"}, "block": [128, 64]}
+    again = undescribed(said)
+    assert list(again.shape) == [256, 512] and list(again.strides) == [512, 1] and again.block_shape == [128, 64]
+    assert described(None) is None
+    with pytest.raises(ValueError, match=r"spec.descriptors: a_host names 'a', which is not an argument \(b\)"):
+        with_descriptors(spec, {"b": a}, {"BM": 128, "HOST": True})

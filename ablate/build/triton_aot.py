@@ -95,6 +95,32 @@ def fake_inputs(spec, shape):
             for n, t in spec.tensors.items()}
 
 
+def with_descriptors(spec, args: dict, meta: dict) -> dict:
+    """`args` with the host-side tensor descriptors the spec asks for under `meta`:
+    `spec.descriptors(meta)` gives {parameter: (tensor argument, block shape) or None}; each is a
+    Triton `TensorDescriptor` over that argument (its shape and strides), which the launcher
+    turns into a CUtensorMap parameter of the kernel at each launch, so that the kernel makes no
+    descriptor on the device; None where the configuration takes none (a constexpr None). A spec
+    without `descriptors` passes `args` as they are."""
+    wanted = getattr(spec, "descriptors", None)
+    if wanted is None:
+        return args
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    out = dict(args)
+    for param, what in wanted(meta).items():
+        if what is None:
+            out[param] = None
+            continue
+        name, block = what
+        if name not in args:
+            raise ValueError(f"spec.descriptors: {param} names {name!r}, which is not an argument ({', '.join(args)})")
+        tensor = args[name]
+        out[param] = TensorDescriptor(tensor, [int(d) for d in tensor.shape], [int(d) for d in tensor.stride()],
+                                      [int(b) for b in block])
+    return out
+
+
 def binder_of(fn, capability):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import make_backend
@@ -134,6 +160,7 @@ def instance_of(spec, folder, shape, capability=90) -> str | None:
     def key(s):  # the runtime arguments' specialization, the constexprs of the shape and the heuristics' values
         args = spec.args(fake_inputs(spec, s), s)
         meta = full_meta(str(folder), spec.TRITON, args, dict(spec.META))
+        args = with_descriptors(spec, args, meta)
         _, sp, _ = specialization(fn, binder, args, meta)
         return (runtime_part(sp, fn), sorted((k, v) for k, v in args.items() if k in constexprs),
                 sorted((k, v) for k, v in meta.items() if k not in spec.META))
@@ -167,7 +194,8 @@ def request_of(variant, kernel, capability) -> dict:
             shape = spec.validate_shape(dict(shape))
         except ValueError as e:
             raise ValueError(f"spec.INSTANCES[{name!r}]: {e}") from None
-        args[name] = {k: described(v) for k, v in spec.args(fake_inputs(spec, shape), shape).items()}
+        args[name] = {k: described(v) for k, v in
+                      with_descriptors(spec, spec.args(fake_inputs(spec, shape), shape), meta).items()}
     # a library's function: its package's version and the function's hash are in the digest
     package = triton_target.package(spec.TRITON)
     return {"kernel_dir": str(Path(kernel.dir).resolve()), "function": spec.TRITON, "capability": capability,
@@ -176,17 +204,24 @@ def request_of(variant, kernel, capability) -> dict:
 
 
 def described(value):
-    """An argument as JSON: a tensor as {"tensor": dims, "dtype": torch's name}, else the value."""
+    """An argument as JSON: a tensor as {"tensor": dims, "dtype": torch's name}, a host-side
+    descriptor as {"descriptor": its tensor's, "block": its block shape}, else the value."""
+    if hasattr(value, "block_shape") and hasattr(value, "base"):
+        return {"descriptor": described(value.base), "block": list(value.block_shape)}
     if hasattr(value, "data_ptr"):
         return {"tensor": list(value.shape), "dtype": str(value.dtype).removeprefix("torch.")}
-    if isinstance(value, (bool, int, float)):
+    if value is None or isinstance(value, (bool, int, float)):
         return value
-    raise ValueError(f"args: {value!r} is neither a tensor nor a number")
+    raise ValueError(f"args: {value!r} is neither a tensor, a descriptor nor a number")
 
 
 def undescribed(value):
     import torch
 
+    if isinstance(value, dict) and "descriptor" in value:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        return TensorDescriptor.from_tensor(undescribed(value["descriptor"]), value["block"])
     if isinstance(value, dict):
         return torch.empty(value["tensor"], dtype=getattr(torch, value["dtype"]), device="meta")
     return value

@@ -26,14 +26,22 @@ def _scratch(size, alignment, stream):
 
 
 class Pointer:
-    """A device address as Triton's binder reads a tensor (its dtype, its address): the
-    sanitizer's driver launches on raw allocations, without torch's tensors."""
+    """A device address as Triton's binder reads a tensor (its dtype, its address; its dims and
+    contiguous strides, for a host-side descriptor over it): the sanitizer's driver launches on
+    raw allocations, without torch's tensors."""
 
-    def __init__(self, address, dtype):
-        self.address, self.dtype = int(address), dtype
+    def __init__(self, address, dtype, shape=()):
+        self.address, self.dtype, self.shape = int(address), dtype, tuple(int(d) for d in shape)
 
     def data_ptr(self):
         return self.address
+
+    def stride(self):
+        strides, step = [], 1
+        for dim in reversed(self.shape):
+            strides.insert(0, step)
+            step *= dim
+        return tuple(strides)
 
 
 class TritonKernel:
@@ -89,7 +97,8 @@ class TritonKernel:
                          "shape of each specialization the shapes need)")
 
     def launch_args(self, args, shape, stream):
-        return self.launch_grid(args, self.spec.grid(shape, self.meta_of(args)), stream)
+        meta = self.meta_of(args)
+        return self.launch_grid(triton_aot.with_descriptors(self.spec, args, meta), self.spec.grid(shape, meta), stream)
 
     def launch_grid(self, args, grid, stream):
         """Run on `args` ({parameter: value}, none of the variant's meta-parameters) over `grid`
@@ -109,7 +118,8 @@ class TritonKernel:
         """Run on raw device addresses ({tensor name: int}), as the sanitizer's driver does."""
         import torch
 
-        fake = {n: Pointer(p, getattr(torch, self.spec.tensors[n].dtype_name(shape))) for n, p in pointers.items()}
+        fake = {n: Pointer(p, getattr(torch, self.spec.tensors[n].dtype_name(shape)), self.spec.tensors[n].size(shape))
+                for n, p in pointers.items()}
         return self.launch_args(self.spec.args(fake, shape), shape, stream or 0)
 
     def __call__(self, tensors, shape):

@@ -412,7 +412,7 @@ class Spec:
                     out[p.name] = shape[target]
                 elif p.name in params:
                     out[p.name] = formula(target, shape, f"PARAMS[{p.name!r}]")
-                else:
+                elif not p.has_default:  # one with a default takes it (or spec.descriptors' value)
                     raise ValueError(f"{fn.__name__}: parameter {p.name!r} is no tensor of TENSORS, no shape "
                                      f"field and not in PARAMS")
             return out

@@ -31,6 +31,15 @@ WORK = "fp16_tensor"  # the H100's BF16 tensor-core rate is the FP16 one
 SHAPE = {"m": int, "n": int, "k": int, "dtype": ("fp16", "bf16")}
 
 
+def descriptors(meta):
+    """The host-side descriptors of a HOST_TMA configuration (ablate/build/triton_aot.py,
+    with_descriptors): A's, B's and C's tiles; none (None) for the others."""
+    host = meta.get("HOST_TMA", False)
+    return {"a_host": ("a", (meta["BLOCK_M"], meta["BLOCK_K"])) if host and meta["USE_TMA"] else None,
+            "b_host": ("b", (meta["BLOCK_K"], meta["BLOCK_N"])) if host and meta["USE_TMA"] else None,
+            "c_host": ("c", (meta["BLOCK_M"], meta["BLOCK_N"])) if host and meta["TMA_STORE"] else None}
+
+
 def workspace_size(shape):
     """FP32 elements of the split-K workspace (`ws`): SPLIT_K (at most 8) partial tiles of the
     output padded to 64 x 64 tiles, at most 2^22 (16 MiB); a multiple of 16 at every shape, so
@@ -124,6 +133,18 @@ CANDIDATES = {
     # prediction, not measured: faster than m64_n64 where its tiles fill at most half the SMs and
     # k >= 2048; m64_n64 ahead wherever 64 x 32's tiles pass a wave.
     "m64_n32": {"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 128, "num_warps": 4, "num_stages": 6},  # 6 x 24 + 4
+    # Host-made descriptors (HOST_TMA; spec.descriptors): every TMA candidate above makes A's, B's
+    # and C's descriptors on the device, each program three in series after gdc_wait (the threads'
+    # stores, an exchange at GPU scope, the descriptor cache's line invalidated, two barriers: SASS
+    # of square_w4, docs/history/2026-12-02.md), before its first load; these take them as kernel
+    # parameters, built by Triton's launcher, as CUTLASS's are (triton-lang/triton#6463: 4-8% at
+    # 8192 x 8192 x 512). A prediction, not measured: faster than their twins where the kernel runs
+    # under ~10 us (the 13 short shapes of the random check, where m64_ptr's pointer loads won), the
+    # same within noise at the large shapes.
+    "m64_host": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3,
+                 "PERSISTENT": False, "HOST_TMA": True},
+    "square_host": {"BLOCK_N": 128, "num_warps": 4, "num_stages": 4, "HOST_TMA": True},
+    "wide_host": {"HOST_TMA": True},
     # The tail split (base/matmul.py, tail_splits), the approach changed after the random check's
     # fourth miss (H200, 2026-12-02: at the 8 shapes over 30 us the speed is 0.90-1.05 x the fill of
     # the pick's last wave; 1616 x 2864 x 3296, 299 tiles of 128 x 128 in 3 waves of 132, 0.681 of

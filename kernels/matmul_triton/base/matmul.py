@@ -183,7 +183,8 @@ def matmul_kernel(a, b, c, M, N, K,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   GROUP_M: tl.constexpr, USE_TMA: tl.constexpr, TMA_STORE: tl.constexpr,
                   PERSISTENT: tl.constexpr, NUM_SMS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False,
-                  SPLIT_K: tl.constexpr = 1, USE_GDC: tl.constexpr = False, TAIL_SPLIT: tl.constexpr = 1):
+                  SPLIT_K: tl.constexpr = 1, USE_GDC: tl.constexpr = False, TAIL_SPLIT: tl.constexpr = 1,
+                  HOST_TMA: tl.constexpr = False, a_host=None, b_host=None, c_host=None):
     """Each program computes the tiles program_id, program_id + step, ...: with PERSISTENT
     the grid has NUM_SMS programs and the step is NUM_SMS, a constant, which lets Triton
     flatten the two loops into one pipeline (with a runtime step it leaves them apart);
@@ -191,7 +192,9 @@ def matmul_kernel(a, b, c, M, N, K,
     split (`split_k_program`; PERSISTENT and TMA_STORE are not read there). TAIL_SPLIT > 1 (with
     PERSISTENT): the tiles past the last full wave are split over the programs the full waves
     leave idle (`tail_splits`). ws and locks are read only by those two. USE_GDC: launched
-    dependent on the launch before it (the module's notes)."""
+    dependent on the launch before it (the module's notes). HOST_TMA (with USE_TMA): A, B and C's
+    descriptors come made by the host (a_host, b_host, c_host: spec.descriptors), kernel
+    parameters, instead of three made on the device by each program before its first load."""
     if USE_GDC:
         tl.extra.cuda.gdc_wait()
         if SPLIT_K > 1 or not PERSISTENT:
@@ -199,7 +202,10 @@ def matmul_kernel(a, b, c, M, N, K,
     dtype = c.dtype.element_ty
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
-    if USE_TMA:
+    if USE_TMA and HOST_TMA:
+        a_src = a_host
+        b_src = b_host
+    elif USE_TMA:
         a_src = tl.make_tensor_descriptor(a, shape=[M, K], strides=[stride_am, stride_ak],
                                           block_shape=[BLOCK_M, BLOCK_K])
         b_src = tl.make_tensor_descriptor(b, shape=[K, N], strides=[stride_bk, stride_bn],
@@ -212,7 +218,9 @@ def matmul_kernel(a, b, c, M, N, K,
                         stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, USE_TMA, SPLIT_K)
     else:
-        if TMA_STORE:
+        if TMA_STORE and HOST_TMA:
+            c_desc = c_host
+        elif TMA_STORE:
             c_desc = tl.make_tensor_descriptor(c, shape=[M, N], strides=[stride_cm, stride_cn],
                                                block_shape=[BLOCK_M, BLOCK_N])
         step = NUM_SMS if PERSISTENT else tl.num_programs(0)
