@@ -114,7 +114,6 @@ def job_configs(config, jobs=None, processes=None):
         _forked = (loader, config)
         chunks = [jobs[i:i + CHUNK] for i in range(0, len(jobs), CHUNK)]
         pool = futures.ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"))
-        whole = False
         try:
             pending = [pool.submit(_compose_chunk, chunk) for chunk in chunks]
             for chunk, future in zip(chunks, pending):
@@ -128,10 +127,9 @@ def job_configs(config, jobs=None, processes=None):
                 for overrides, cfg in zip(chunk, configs):
                     yield cfg if cfg is not None else _compose(loader, config, overrides)
                     done += 1
-            whole = done == len(jobs)
         finally:
             _forked = None
-            _end_pool(pool, whole)
+            _end_pool(pool, whole=done == len(jobs))
     yield from (_compose(loader, config, o) for o in jobs[done:])
 
 
