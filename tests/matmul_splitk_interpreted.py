@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from ablate.build.triton_aot import OPTIONS
+from ablate.build.triton_aot import OPTIONS, with_descriptors
 from ablate.build.triton_target import module_of
 from ablate.job import thin
 
@@ -68,7 +68,7 @@ def run(cases):
         runs = []
         for _ in range(2):
             inputs["c"].fill_(float("nan"))
-            kernel[spec.grid(shape, meta)](**inputs, **scalars,
+            kernel[spec.grid(shape, meta)](**with_descriptors(spec, inputs, meta), **scalars,
                                            **{p: v for p, v in meta.items() if p not in OPTIONS})  # constexprs only
             err = ((inputs["c"].float() - ref).norm() / ref.norm()).item()
             runs.append([err, int(inputs["locks"].abs().sum()), bool(inputs["ws"].abs().sum() > 0)])

@@ -225,6 +225,7 @@ STATED = {
     "kernels/quack_rmsnorm/conf/pathology/warp_per_row.yaml": {"*": "1.15-1.6x"},
     "kernels/matmul_triton/conf/pathology/narrow_tiles.yaml": {"*": "1.05-1.2x"},
     "kernels/matmul_triton/conf/pathology/no_grouping.yaml": {},  # "at sq8k and prefill": no shape of its own names
+    "kernels/matmul_triton/conf/pathology/device_descriptors.yaml": {"*": "1.00-1.8x"},
     "kernels/matmul_triton/conf/pathology/no_pdl.yaml": {"*": "1.00-1.15x"},
     "kernels/matmul_triton/conf/pathology/no_tma.yaml": {"*": "1.05-1.25x"},
     "kernels/matmul_triton/conf/pathology/no_tma_store.yaml": {"*": "1.00-1.03x"},

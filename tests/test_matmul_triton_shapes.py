@@ -180,30 +180,34 @@ def test_every_candidate_compiles_for_sm_90_with_every_instance():
         assert (totals["hgmma"] == 0) == (SPEC.CANDIDATES[name].get("BLOCK_M") == 16), (name, totals["hgmma"])
 
 
-def test_the_host_tma_candidates_make_no_descriptor_on_the_device():
-    """HOST_TMA takes A's, B's and C's descriptors as parameters (spec.descriptors): its machine
-    code has none of the device's making (the descriptor cache's invalidation, UTMACCTL, and the
-    exchange that publishes the descriptor, one each per descriptor in its twin) and loads sooner."""
+def test_the_tma_candidates_make_no_descriptor_on_the_device_and_device_descriptors_makes_three():
+    """HOST_TMA (META's) takes A's, B's and C's descriptors as parameters (spec.descriptors): the
+    machine code of a TMA candidate has none of the device's making (the descriptor cache's
+    invalidation, UTMACCTL, and the exchange that publishes a descriptor), and the pathology
+    device_descriptors puts them back, one of each per descriptor and instance."""
     pytest.importorskip("triton")
     from ablate.build import sass
     from ablate.build.compile import build
     from ablate.job.variant import Variant
 
-    pairs = {"m64_host": "m64_tiles", "square_host": "square_w4", "wide_host": "wide"}
-    names = [*pairs, *pairs.values()]
+    names = ["m64_tiles", "square_w4", "wide"]
+    device = OmegaConf.to_container(OmegaConf.load(MATMUL.conf / "pathology" / "device_descriptors.yaml"))
     variants = [Variant(name=n, pathologies=(), base_meta=SPEC.base_meta_of(n)) for n in names]
+    variants += [Variant(name=f"{n}_device", pathologies=(), base_meta={**SPEC.base_meta_of(n),
+                                                                      **device["device_descriptors"]["meta"]})
+                 for n in names]
     cfg = OmegaConf.create({"dir": str(kept_build_dir("triton")), "arch": "sm_90", "jobs": 0})
     results = build(variants, cfg, MATMUL, ROOT)
 
     def made_on_device(name):
-        text = sass.read(results[name].lib)["text"]
-        return text.count("UTMACCTL.IV"), text.count("ATOMG.E.EXCH")
+        assert results[name].ok, results[name].log[-2000:]
+        report = sass.read(results[name].lib)
+        return report["totals"]["utmacctl"], report["text"].count("ATOMG.E.EXCH")
 
-    for host, twin in pairs.items():
-        assert results[host].ok, results[host].log[-2000:]
-        assert made_on_device(host) == (0, 0), host
-        invalidations, exchanges = made_on_device(twin)
-        assert invalidations >= 3 * len(SPEC.INSTANCES) and exchanges >= 3 * len(SPEC.INSTANCES), (twin, invalidations)
+    for name in names:
+        assert made_on_device(name) == (0, 0), name
+        invalidations, exchanges = made_on_device(f"{name}_device")
+        assert invalidations >= 3 * len(SPEC.INSTANCES) and exchanges >= 3 * len(SPEC.INSTANCES), (name, invalidations)
 
 
 def test_the_benchmark_times_each_shape_on_the_base_of_that_shape():
@@ -258,10 +262,12 @@ def test_the_random_gemm_check_draws_the_shapes_it_states():
         check.main(["/dev/null", "--kernels", "cublas"])
 
 
-def test_pathologies_over_a_host_tma_base_keep_their_fingerprints():
-    """Static jobs at 1616 x 2864 x 3296 moved onto square_host: every pathology builds and keeps
-    its fingerprint (their blocks, narrow_tiles' and small_tiles', are the descriptors' blocks:
-    spec.descriptors reads the variant's META); none is declared not applicable."""
+def test_pathologies_over_a_pointer_base_keep_their_fingerprints_or_are_declared_not_applicable():
+    """Static jobs at 320 x 464 x 208 moved onto m64_ptr (pointer loads and store, a program per
+    tile, 64 x 64): those that would switch off what it lacks, device_descriptors among them, are
+    declared not applicable; no_grouping and the rest keep their fingerprints."""
     from test_matmul_triton_splitk import pathologies_over
 
-    pathologies_over("square_host", "sq4k_fp16", 1616, 2864, 3296, set(), '"HOST_TMA": true')
+    pathologies_over("m64_ptr", "decode_m64_bf16", 320, 464, 208,
+                     {"no_tma", "no_tma_store", "not_persistent", "small_tiles", "device_descriptors"},
+                     '"USE_TMA": false')

@@ -22,16 +22,17 @@ MATMUL = plugins.load("matmul_triton")
 SPEC = MATMUL.spec
 SPLIT = [n for n, c in SPEC.CANDIDATES.items() if c.get("SPLIT_K", 1) > 1]
 TAILS = [n for n, c in SPEC.CANDIDATES.items() if c.get("TAIL_SPLIT", 1) > 1]
-# (m, n, k, dtype, candidate, USE_TMA, workspace elements or None for the spec's): partial tiles
-# in m and n, a K tail, a split left empty (64 x 96 x 640: 5 K steps of 128 over 4 splits of 2),
-# m = 1, TMA loads and pointer loads, and a workspace too small for the split (the kernel's
-# fallback). FP16 only: Triton 3.6's interpreter gets BF16 wrong for every candidate (the base's
+# (m, n, k, dtype, candidate, USE_TMA, workspace elements or None for the spec's[, META overrides]):
+# partial tiles in m and n, a K tail, a split left empty (64 x 96 x 640: 5 K steps of 128 over 4
+# splits of 2), m = 1, TMA loads (descriptors made by the host, and on the device) and pointer
+# loads, and a workspace too small for the split (the kernel's fallback). FP16 only: Triton 3.6's interpreter gets BF16 wrong for every candidate (the base's
 # m64_tiles and m64_ptr too: errors of 3e10 at 100 x 72 x 1000, 2026-12-02), numpy having no BF16
 CASES = [(64, 96, 640, "fp16", "splitk2", False, None), (64, 96, 640, "fp16", "splitk4", False, None),
          (100, 72, 1000, "fp16", "splitk4", False, None), (100, 72, 1000, "fp16", "splitk8", False, None),
          (100, 72, 1000, "fp16", "splitk3", False, None),
          (100, 72, 1000, "fp16", "splitk4_n128", False, None), (100, 72, 1000, "fp16", "splitk2", True, None),
          (100, 72, 1000, "fp16", "splitk4", True, None), (1, 200, 1000, "fp16", "splitk4", True, None),
+         (100, 72, 1000, "fp16", "splitk4", True, None, {"HOST_TMA": False}),
          (100, 72, 1000, "fp16", "splitk4", False, 4096)]
 
 
@@ -51,7 +52,7 @@ def interpreted(cases):
 
 def test_split_k_computes_c_in_the_interpreter_and_leaves_the_counters_at_zero():
     for case, runs in zip(CASES, interpreted(CASES)):
-        fallback = case[-1] is not None
+        fallback = case[6] is not None
         for err, locks, written in runs:
             assert err <= SPEC.TOLERANCE[case[3]], (case, err)
             assert locks == 0, (case, "counters left", locks)
@@ -64,7 +65,7 @@ def test_split_k_computes_c_in_the_interpreter_and_leaves_the_counters_at_zero()
 # 8 whole, the last split 4 ways (of 16 K steps; of 5, the last split empty); 12 odd tiles (partial
 # in m and n, a K tail) on 5: 2 split 2 ways; 4 tiles on 8 programs: no full wave, each split 2
 # ways; 9 on 5: the last wave 4 of 5, whole; the workspace smaller than a tile; 6 tiles on 2
-# programs: no tail. 128 x 256 tiles too.
+# programs: no tail. 128 x 256 tiles too, and descriptors made on the device.
 TAIL = [(384, 384, 1000, "fp16", "square_tail", True, None, {"NUM_SMS": 4}, True),
         (384, 384, 320, "fp16", "square_tail", False, None, {"NUM_SMS": 4}, True),
         (264, 392, 200, "fp16", "square_tail", True, None, {"NUM_SMS": 5}, True),
@@ -72,7 +73,8 @@ TAIL = [(384, 384, 1000, "fp16", "square_tail", True, None, {"NUM_SMS": 4}, True
         (384, 384, 1000, "fp16", "square_tail", True, None, {"NUM_SMS": 5}, False),
         (384, 384, 1000, "fp16", "square_tail", True, 4096, {"NUM_SMS": 4}, False),
         (300, 600, 1000, "fp16", "wide_tail", True, None, {"NUM_SMS": 4}, True),
-        (256, 768, 1000, "fp16", "wide_tail", True, None, {"NUM_SMS": 2}, False)]
+        (256, 768, 1000, "fp16", "wide_tail", True, None, {"NUM_SMS": 2}, False),
+        (384, 384, 1000, "fp16", "square_tail", True, None, {"NUM_SMS": 4, "HOST_TMA": False}, True)]
 
 
 def test_the_tail_split_computes_c_in_the_interpreter_and_leaves_the_counters_at_zero():

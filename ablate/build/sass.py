@@ -22,7 +22,9 @@ from ablate.build.ptxas import demangle
 # (warp shuffles), atoms (shared-memory atomics), atom (global atomics and reductions:
 # ATOM, ATOMG, RED), fp64 (DADD, DMUL, DFMA), mufu_rsq (reciprocal square root) and
 # instructions (every instruction but NOP); and Hopper's: hgmma (warpgroup MMA, wgmma), utmaldg
-# and utmastg (bulk tensor copies, TMA), syncs (mbarrier operations) and setmaxnreg. FP32
+# and utmastg (bulk tensor copies, TMA), utmacctl (the TMA descriptor cache's control: a
+# descriptor made on the device), syncs (mbarrier operations), setmaxnreg, and acqbulk and
+# preexit (the dependent launch's wait and early release). FP32
 # arithmetic: ffma, fmul, fadd (immediate forms included; no FP16x2 class: the compiler
 # moves constants with HFMA2.MMA, so its count says little). Shared memory by width:
 # lds_<bits> and sts_<bits>, counted besides lds and sts (every width), so an instruction may
@@ -37,7 +39,8 @@ CLASSES = (
     + tuple(f"sts_{w}" for w in WIDTHS)
     + ("bar", "ldl", "stl", "mufu_ex2", "mufu_rsq", "bra", "lop3", "shfl", "atoms",
        "atom", "fp64", "ffma", "fmul", "fadd", "call", "ldg_nc", "ldg_strong",
-       "hgmma", "utmaldg", "utmastg", "syncs", "setmaxnreg", "acqbulk", "preexit", "instructions")
+       "hgmma", "utmaldg", "utmastg", "syncs", "setmaxnreg", "acqbulk", "preexit", "utmacctl",
+       "instructions")
 )
 
 _FUNCTION = re.compile(r"^\s*Function : (\S+)")
@@ -206,7 +209,8 @@ def classify(instruction: str) -> str | None:
             "HGMMA": "hgmma", "UTMALDG": "utmaldg",
             "UTMASTG": "utmastg", "SYNCS": "syncs", "USETMAXREG": "setmaxnreg",
             # programmatic dependent launch: griddepcontrol.wait and .launch_dependents
-            "ACQBULK": "acqbulk", "PREEXIT": "preexit"}.get(op)
+            "ACQBULK": "acqbulk", "PREEXIT": "preexit",
+            "UTMACCTL": "utmacctl"}.get(op)
 
 
 def _mnemonic(instruction: str) -> str:

@@ -78,7 +78,7 @@ def _macros(where, macros) -> dict:
 
 def _meta(where, config, meta) -> dict:
     """A Triton candidate: META overrides, each a constexpr or compile option by name (META's, or
-    one the function defaults, as WARP_SPECIALIZE) set to a number or a bool."""
+    one the function defaults, as SPLIT_K) set to a number or a bool."""
     if not isinstance(config, dict):
         raise CandidateError(f"{where} must be a dict of META overrides (a Triton kernel's), got {config!r}")
     for k, v in config.items():

@@ -15,7 +15,12 @@ locks as workspace, which every other candidate and the peers leave alone.
 TRITON = "base/matmul.py:matmul_kernel"
 META = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "USE_TMA": True, "TMA_STORE": True,
         "PERSISTENT": True, "NUM_SMS": 132, "num_warps": 8, "num_stages": 3,
-        "USE_GDC": True, "launch_pdl": True}  # programmatic dependent launch (base/matmul.py): every candidate
+        "USE_GDC": True, "launch_pdl": True,  # programmatic dependent launch (base/matmul.py): every candidate
+        # A's, B's and C's TMA descriptors made by the host (`descriptors`), every TMA candidate: measured
+        # faster than the same candidate making them on the device at each of the 24 random shapes and
+        # every tile (H200, 2026-12-03: 0.55-0.92 of the time under 8 us, 0.84-1.00 over 30 us;
+        # docs/history/2026-12-03.md); the pathology device_descriptors makes them on the device
+        "HOST_TMA": True}
 # One shape of each specialization the shapes take (Triton's JIT specializes an integer
 # argument by whether it is a multiple of 16, and 1 as a constant): every dimension a multiple
 # of 16; m = 1 (decode of one token); m, n and k all 8 mod 16 (off the tile grid; 8, so that
@@ -85,18 +90,14 @@ CANDIDATES = {
     # sq4k, sq8k and prefill (docs/benchmarks.md)
     "wide": {},
     "wide_tiles": {"PERSISTENT": False},  # the same, a program per tile
-    # warp-specialized (Triton's Hopper pass splits a 4-warp K loop into a producer warpgroup
-    # and two consumer warpgroups, 12 warps: cuBLAS's 384 threads; base/matmul.py). Measured
-    # (H100, 2026-11-27): decode_m256 1.091-1.101 of cuBLAS's time against wide's 1.099-1.115,
-    # sq2k 1.089-1.096 against 1.093-1.095, prefill 1.047-1.059 against 1.019-1.020: no rule
-    # takes them
-    "wide_ws": {"WARP_SPECIALIZE": True, "num_warps": 4},
-    "wide_tiles_ws": {"WARP_SPECIALIZE": True, "num_warps": 4, "PERSISTENT": False},
+    # (the warp-specialized candidates, *_ws until 2026-12-03, retired: never the fastest at the 24
+    # random shapes or the 24 shipped ones on the H200, compute-sanitizer's racecheck reports a
+    # shared-memory hazard in each, and Triton 3.6's pass fails on host-made descriptors;
+    # docs/history/2026-12-03.md)
     # 128 x 128: twice the tiles of `wide`, for shapes where wide's tiles fill few waves
     "square": {"BLOCK_N": 128, "num_stages": 4},                               # 4 x 32 + 32 KiB
     "square_w4": {"BLOCK_N": 128, "num_warps": 4, "num_stages": 4},
     "square_k128": {"BLOCK_N": 128, "BLOCK_K": 128, "num_stages": 3},            # 3 x 64 + 32 KiB
-    "square_ws": {"BLOCK_N": 128, "num_stages": 4, "WARP_SPECIALIZE": True, "num_warps": 4},
     # skinny m (decode): one tile row of 64, B streamed from DRAM once, deep pipelines
     "m64": {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4},   # 4 x 48 + 16
     "m64_n64": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 6},  # 6 x 32 + 8
@@ -115,14 +116,15 @@ CANDIDATES = {
     # (k <= 256) the base trails cuBLAS by 2.2-2.8 us whatever the shape's size (m = 320, n = 464:
     # 5.42 us against 3.24; m = 512, n = 2640: 7.24 against 4.63; m = 5408, n = 496: 8.60 against
     # 5.89), and cutlass_gemm's base by 1.5-2.2 us at the same shapes, so a cost of the launch more
-    # than of the tiles. Every candidate above makes its TMA descriptors on the device, three a
-    # program (a write to global scratch and a tensormap fence before the first load). These two
-    # make none (USE_TMA, TMA_STORE off: masked pointer loads through cp.async and a pointer store),
-    # a program per tile (the pointer path pipelines A and B there, not in the fused persistent loop:
-    # docs/history/matmul-triton.md, no_tma), K steps of 64 (k = 144 in 3 steps of 64, not 2 of 128
-    # with 112 of zeros), and few enough stages that 2-3 programs share an SM. A prediction, not
-    # measured: faster than every candidate above where k <= 256; slower past k ~ 1024, where the
-    # descriptors' cost is amortized and TMA's cheaper loads pay (no_tma: 2.9x at prefill).
+    # than of the tiles. Every candidate above made its TMA descriptors on the device then (META's
+    # HOST_TMA since), three a program (a write to global scratch and a tensormap fence before the
+    # first load). These two make none (USE_TMA, TMA_STORE off: masked pointer loads through
+    # cp.async and a pointer store), a program per tile (the pointer path pipelines A and B there,
+    # not in the fused persistent loop: docs/history/matmul-triton.md, no_tma), K steps of 64
+    # (k = 144 in 3 steps of 64, not 2 of 128 with 112 of zeros), and few enough stages that 2-3
+    # programs share an SM. A prediction, not measured: faster than every candidate above where
+    # k <= 256; slower past k ~ 1024, where the descriptors' cost is amortized and TMA's cheaper
+    # loads pay (no_tma: 2.9x at prefill).
     "m64_ptr": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4,  # 4 x 16 + 0,
                 "USE_TMA": False, "TMA_STORE": False, "PERSISTENT": False},                   # 3 an SM
     "square_ptr": {"BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 3,           # 3 x 32 + 0,
@@ -133,18 +135,6 @@ CANDIDATES = {
     # prediction, not measured: faster than m64_n64 where its tiles fill at most half the SMs and
     # k >= 2048; m64_n64 ahead wherever 64 x 32's tiles pass a wave.
     "m64_n32": {"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 128, "num_warps": 4, "num_stages": 6},  # 6 x 24 + 4
-    # Host-made descriptors (HOST_TMA; spec.descriptors): every TMA candidate above makes A's, B's
-    # and C's descriptors on the device, each program three in series after gdc_wait (the threads'
-    # stores, an exchange at GPU scope, the descriptor cache's line invalidated, two barriers: SASS
-    # of square_w4, docs/history/2026-12-02.md), before its first load; these take them as kernel
-    # parameters, built by Triton's launcher, as CUTLASS's are (triton-lang/triton#6463: 4-8% at
-    # 8192 x 8192 x 512). A prediction, not measured: faster than their twins where the kernel runs
-    # under ~10 us (the 13 short shapes of the random check, where m64_ptr's pointer loads won), the
-    # same within noise at the large shapes.
-    "m64_host": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3,
-                 "PERSISTENT": False, "HOST_TMA": True},
-    "square_host": {"BLOCK_N": 128, "num_warps": 4, "num_stages": 4, "HOST_TMA": True},
-    "wide_host": {"HOST_TMA": True},
     # The tail split (base/matmul.py, tail_splits), the approach changed after the random check's
     # fourth miss (H200, 2026-12-02: at the 8 shapes over 30 us the speed is 0.90-1.05 x the fill of
     # the pick's last wave; 1616 x 2864 x 3296, 299 tiles of 128 x 128 in 3 waves of 132, 0.681 of
@@ -195,7 +185,7 @@ CANDIDATES = {
                      "TMA_STORE": False, "PERSISTENT": False, "SPLIT_K": 4},
 }
 SPLIT_K_MIN_K = 1024  # k below this is not split (a prediction: too few K steps to share)
-# SPLIT_K is no META entry but a default of the function (1), as WARP_SPECIALIZE is: an integer power
+# SPLIT_K is no META entry but a default of the function (1), as TAIL_SPLIT is: an integer power
 # of two in META gets neighbours (ablate/job/tunables.py), and tune_split_k_2 would split the wide
 # base's tiles at every shape, where the workspace holds no such split (the kernel's fallback then).
 
@@ -292,6 +282,10 @@ def not_applicable(pathology, shape, candidate=None):
     if pathology == "not_persistent" and meta["PERSISTENT"] and meta.get("TAIL_SPLIT", 1) > 1:
         return (f"the base at this shape splits its last wave's tiles over the persistent programs ({candidate}: "
                 "TAIL_SPLIT): without them there is no tail to split, so it would switch off two things")
+    if pathology == "device_descriptors" and not meta["USE_TMA"]:
+        return f"the base at this shape makes no TMA descriptors ({candidate}: USE_TMA false, A and B by pointers)"
+    if pathology == "device_descriptors" and not meta["HOST_TMA"]:
+        return f"the base at this shape makes its TMA descriptors on the device already ({candidate}: HOST_TMA false)"
     if pathology == "no_tma" and not meta["USE_TMA"]:
         return f"the base at this shape loads A and B by pointers already ({candidate}: USE_TMA false)"
     if pathology == "no_tma_store" and not meta["TMA_STORE"]:

@@ -5,10 +5,15 @@ Its optimizations, each a constexpr or a compile option the pathologies override
 (conf/pathology/*.yaml):
 - grouped tile order (GROUP_M): programs walk the output in column strips GROUP_M tiles tall,
   so that the A rows and B columns a wave of programs reads stay in L2;
-- TMA (USE_TMA): A and B tiles come through tensor descriptors made on the device
-  (tl.make_tensor_descriptor: the copy engine, no address arithmetic in the threads, no masks),
-  C leaves through one too (TMA_STORE); without them, pointer loads with masks (cp.async) and
-  a pointer store;
+- TMA (USE_TMA): A and B tiles come through tensor descriptors (the copy engine, no address
+  arithmetic in the threads, no masks), C leaves through one too (TMA_STORE); without them,
+  pointer loads with masks (cp.async) and a pointer store;
+- descriptors made by the host (HOST_TMA): the kernel takes A's, B's and C's as parameters
+  (a_host, b_host, c_host; Triton's launcher encodes them), instead of each program making
+  three on the device (tl.make_tensor_descriptor: stores to global scratch, an exchange, the
+  descriptor cache's line invalidated, two barriers) before its first load. Measured on the
+  H200 (2026-12-03, docs/history/2026-12-03.md): the same tile 0.55-0.92 of the time at the
+  random check's shapes under 8 us, 0.84-1.00 over 30 us;
 - the block (BLOCK_M x BLOCK_N x BLOCK_K): a 128 x 256 tile reuses each A and B element
   256 and 128 times from shared memory;
 - software pipelining (the compile option num_stages): the K loop keeps num_stages - 1 tiles
@@ -30,12 +35,6 @@ Its optimizations, each a constexpr or a compile option the pathologies override
   would hold an SM's resources while this one's still loop: m64 at 256 x 6832 x 400 ran 0.92 us
   slower with the early release). Measured between launches of itself; after another kernel
   the overlap is what that kernel allows (without its own early release, its programs' ends).
-WARP_SPECIALIZE (off in the base; spec.CANDIDATES' *_ws tuning builds) marks the K loop for
-Triton's Hopper warp specialization, which splits a 4-warp program into a producer warpgroup
-issuing the TMA loads and two consumer warpgroups (12 warps: cuBLAS's 384 threads). The pass
-leaves a flattened loop alone, so the tile loop is not flattened then. Measured on the H100
-(2026-11-27, docs/benchmarks.md): at most 1.3% faster than the base (decode_m256, sq2k), 3-5%
-slower at prefill and sq8k.
 SPLIT_K (1 in the base; spec.CANDIDATES' splitk* builds) splits each tile's K steps over
 SPLIT_K programs (`split_k_program`), for shapes of few tiles and a long K: each adds its
 partial sums to a workspace (`ws`, FP32), and the last of a tile's programs to arrive (a counter
@@ -64,12 +63,11 @@ def tile_of(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl
 
 @triton.jit
 def k_steps(acc, a_src, b_src, off_m, off_n, k_lo, k_hi, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, USE_TMA: tl.constexpr,
-            WARP_SPECIALIZE: tl.constexpr):
+            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, USE_TMA: tl.constexpr):
     """`acc` plus the products of K steps k_lo <= k < k_hi of the tile at (off_m, off_n): A and B
     through their descriptors (a_src, b_src; USE_TMA) or pointers with masks."""
     if USE_TMA:
-        for k in tl.range(k_lo, k_hi, warp_specialize=WARP_SPECIALIZE):
+        for k in tl.range(k_lo, k_hi):
             x = a_src.load([off_m, k * BLOCK_K])
             y = b_src.load([k * BLOCK_K, off_n])
             acc = tl.dot(x, y, acc)
@@ -147,7 +145,7 @@ def split_k_program(a_src, b_src, c, ws, locks, M, N, K, WS_SIZE, LOCKS_SIZE,
     off_n = pid_n * BLOCK_N
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc = k_steps(acc, a_src, b_src, off_m, off_n, s * per, tl.minimum(s * per + per, k_tiles), M, N, K,
-                  stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA, False)
+                  stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA)
     last = s == 0
     if fits:
         acc, last = add_partial(acc, ws + tile * SPLIT_K * BLOCK_M * BLOCK_N, locks + tile, s, SPLIT_K,
@@ -182,7 +180,7 @@ def matmul_kernel(a, b, c, M, N, K,
                   ws, locks, WS_SIZE, LOCKS_SIZE,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   GROUP_M: tl.constexpr, USE_TMA: tl.constexpr, TMA_STORE: tl.constexpr,
-                  PERSISTENT: tl.constexpr, NUM_SMS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False,
+                  PERSISTENT: tl.constexpr, NUM_SMS: tl.constexpr,
                   SPLIT_K: tl.constexpr = 1, USE_GDC: tl.constexpr = False, TAIL_SPLIT: tl.constexpr = 1,
                   HOST_TMA: tl.constexpr = False, a_host=None, b_host=None, c_host=None):
     """Each program computes the tiles program_id, program_id + step, ...: with PERSISTENT
@@ -229,13 +227,13 @@ def matmul_kernel(a, b, c, M, N, K,
         if PERSISTENT and TAIL_SPLIT > 1:
             whole, splits = tail_splits(num_tiles, k_tiles, WS_SIZE, LOCKS_SIZE, BLOCK_M * BLOCK_N, NUM_SMS,
                                         TAIL_SPLIT)
-        for tile in tl.range(tl.program_id(0), whole, step, flatten=PERSISTENT and not WARP_SPECIALIZE):
+        for tile in tl.range(tl.program_id(0), whole, step, flatten=PERSISTENT):
             pid_m, pid_n = tile_of(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
             off_m = pid_m * BLOCK_M
             off_n = pid_n * BLOCK_N
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
             acc = k_steps(acc, a_src, b_src, off_m, off_n, 0, k_tiles, M, N, K, stride_am, stride_ak, stride_bk,
-                          stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA, WARP_SPECIALIZE)
+                          stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA)
             out = acc.to(dtype)
             if TMA_STORE:
                 c_desc.store([off_m, off_n], out)
@@ -255,8 +253,7 @@ def matmul_kernel(a, b, c, M, N, K,
                 off_n = pid_n * BLOCK_N
                 acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
                 acc = k_steps(acc, a_src, b_src, off_m, off_n, s * per, tl.minimum(s * per + per, k_tiles), M, N,
-                              K, stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA,
-                              False)
+                              K, stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA)
                 acc, last = add_partial(acc, ws + t * splits * BLOCK_M * BLOCK_N, locks + t, s, splits,
                                         BLOCK_M, BLOCK_N, False)
                 if last:
