@@ -284,8 +284,6 @@ def not_applicable(pathology, shape, candidate=None):
                 "TAIL_SPLIT): without them there is no tail to split, so it would switch off two things")
     if pathology == "device_descriptors" and not meta["USE_TMA"]:
         return f"the base at this shape makes no TMA descriptors ({candidate}: USE_TMA false, A and B by pointers)"
-    if pathology == "device_descriptors" and not meta["HOST_TMA"]:
-        return f"the base at this shape makes its TMA descriptors on the device already ({candidate}: HOST_TMA false)"
     if pathology == "no_tma" and not meta["USE_TMA"]:
         return f"the base at this shape loads A and B by pointers already ({candidate}: USE_TMA false)"
     if pathology == "no_tma_store" and not meta["TMA_STORE"]:
