@@ -9,9 +9,10 @@ Its optimizations, each a constexpr or a compile option the pathologies override
   arithmetic in the threads, no masks), C leaves through one too (TMA_STORE); without them,
   pointer loads with masks (cp.async) and a pointer store;
 - descriptors made by the host (HOST_TMA): the kernel takes A's, B's and C's as parameters
-  (a_host, b_host, c_host; Triton's launcher encodes them), instead of each program making
-  three on the device (tl.make_tensor_descriptor: stores to global scratch, an exchange, the
-  descriptor cache's line invalidated, two barriers) before its first load. Measured on the
+  (a_host, b_host, c_host; Triton's launcher encodes them at each launch, on the host's time,
+  which a CUDA graph's replay does not repeat), instead of each program making three on the
+  device (tl.make_tensor_descriptor: stores to global scratch, an exchange, the descriptor
+  cache's line invalidated, two barriers) before its first load. Measured on the
   H200 (2026-12-03, docs/history/2026-12-03.md): the same tile 0.55-0.92 of the time at the
   random check's shapes under 8 us, 0.84-1.00 over 30 us;
 - the block (BLOCK_M x BLOCK_N x BLOCK_K): a 128 x 256 tile reuses each A and B element
