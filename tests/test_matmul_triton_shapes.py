@@ -5,6 +5,7 @@ are declared not applicable there, every candidate compiled for sm_90 with every
 and the candidates tool's choice of shapes. The rules are a reasoned first choice until the
 H100's figures (every candidate timed with cuBLAS over the grid) set them: a change of RULES changes
 the expectations below with it."""
+import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -188,14 +189,12 @@ def test_the_tma_candidates_make_no_descriptor_on_the_device_and_device_descript
     pytest.importorskip("triton")
     from ablate.build import sass
     from ablate.build.compile import build
-    from ablate.job.variant import Variant
+    from ablate.job.variant import Variant, variant_from_cfg
 
     names = ["m64_tiles", "square_w4", "wide"]
-    device = OmegaConf.to_container(OmegaConf.load(MATMUL.conf / "pathology" / "device_descriptors.yaml"))
+    device = variant_from_cfg(OmegaConf.load(MATMUL.conf / "pathology" / "device_descriptors.yaml"), MATMUL.dir)
     variants = [Variant(name=n, pathologies=(), base_meta=SPEC.base_meta_of(n)) for n in names]
-    variants += [Variant(name=f"{n}_device", pathologies=(), base_meta={**SPEC.base_meta_of(n),
-                                                                      **device["device_descriptors"]["meta"]})
-                 for n in names]
+    variants += [dataclasses.replace(device, name=f"{n}_device", base_meta=SPEC.base_meta_of(n)) for n in names]
     cfg = OmegaConf.create({"dir": str(kept_build_dir("triton")), "arch": "sm_90", "jobs": 0})
     results = build(variants, cfg, MATMUL, ROOT)
 

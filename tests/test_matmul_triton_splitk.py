@@ -25,8 +25,9 @@ TAILS = [n for n, c in SPEC.CANDIDATES.items() if c.get("TAIL_SPLIT", 1) > 1]
 # (m, n, k, dtype, candidate, USE_TMA, workspace elements or None for the spec's[, META overrides]):
 # partial tiles in m and n, a K tail, a split left empty (64 x 96 x 640: 5 K steps of 128 over 4
 # splits of 2), m = 1, TMA loads (descriptors made by the host, and on the device) and pointer
-# loads, and a workspace too small for the split (the kernel's fallback). FP16 only: Triton 3.6's interpreter gets BF16 wrong for every candidate (the base's
-# m64_tiles and m64_ptr too: errors of 3e10 at 100 x 72 x 1000, 2026-12-02), numpy having no BF16
+# loads, and a workspace too small for the split (the kernel's fallback). FP16 only: Triton
+# 3.6's interpreter gets BF16 wrong for every candidate (the base's m64_tiles and m64_ptr too:
+# errors of 3e10 at 100 x 72 x 1000, 2026-12-02), numpy having no BF16
 CASES = [(64, 96, 640, "fp16", "splitk2", False, None), (64, 96, 640, "fp16", "splitk4", False, None),
          (100, 72, 1000, "fp16", "splitk4", False, None), (100, 72, 1000, "fp16", "splitk8", False, None),
          (100, 72, 1000, "fp16", "splitk3", False, None),
