@@ -143,7 +143,7 @@ def test_a_library_function_is_replaced_wherever_it_is_held_and_restored_after_a
         def meta_of(self, args):
             return {**self.meta, "EVEN": args["n"] % 512 == 0}
 
-        def launch_grid(self, args, grid, stream):
+        def launch_grid(self, args, grid, stream, meta=None):
             launched.append((sorted(args), grid))
 
     assert swap.is_library_triton(plugin)

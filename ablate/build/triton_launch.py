@@ -84,10 +84,11 @@ class TritonKernel:
         """The variant's meta-parameters with its @triton.heuristics' values for `args`."""
         return triton_aot.full_meta(str(self.spec.folder), self.manifest["function"], args, self.meta)
 
-    def instance(self, args):
-        """(instance name, bound args) of the arguments `args` ({parameter: value})."""
+    def instance(self, args, meta=None):
+        """(instance name, bound args) of the arguments `args` ({parameter: value}); `meta`: their
+        meta_of, where the caller has worked it out already."""
         fn, binder = self._bind()
-        bound, spec_list, _ = triton_aot.specialization(fn, binder, args, self.meta_of(args))
+        bound, spec_list, _ = triton_aot.specialization(fn, binder, args, self.meta_of(args) if meta is None else meta)
         for name, inst in self.manifest["instances"].items():
             if inst["specialization"] == spec_list:
                 return name, bound
@@ -98,16 +99,17 @@ class TritonKernel:
 
     def launch_args(self, args, shape, stream):
         meta = self.meta_of(args)
-        return self.launch_grid(triton_aot.with_descriptors(self.spec, args, meta), self.spec.grid(shape, meta), stream)
+        return self.launch_grid(triton_aot.with_descriptors(self.spec, args, meta), self.spec.grid(shape, meta), stream,
+                                meta)
 
-    def launch_grid(self, args, grid, stream):
+    def launch_grid(self, args, grid, stream, meta=None):
         """Run on `args` ({parameter: value}, none of the variant's meta-parameters) over `grid`
         (1 to 3 dimensions) on `stream`: the spec's launch, or a library's own call in a model
-        (ablate/gpu/swap.py)."""
+        (ablate/gpu/swap.py). `meta`: meta_of(args), where the caller has it (else worked out here)."""
         import triton
 
         triton.set_allocator(_scratch)  # a context variable: set where the launch runs
-        name, bound = self.instance(args)
+        name, bound = self.instance(args, meta)
         kernel = self._kernel(name)
         grid = tuple(int(g) for g in grid) + (1, 1)
         kernel.run(grid[0], grid[1], grid[2], stream, kernel.function, kernel.packed_metadata, None, None, None,

@@ -83,7 +83,7 @@ class Standin:
         where = grid({**call, **meta}) if callable(grid) else grid
         where = (where,) if isinstance(where, int) else tuple(where)
         stream = torch.cuda.current_stream().cuda_stream if torch.cuda.is_available() else 0
-        now.call(lambda: kernel.launch_grid(runtime, where, stream))
+        now.call(lambda: kernel.launch_grid(runtime, where, stream, meta))
 
     def __getattr__(self, name):  # anything else the library reads of its function (fn, cache_key, ...)
         return getattr(self.original, name)
