@@ -141,11 +141,12 @@ CANDIDATES = {
     # cuBLAS): the full waves a tile a program, then each of the last wave's tiles split over up to
     # TAIL_SPLIT programs in equal K ranges (there 35 tiles x 3 splits: 105 programs for a third of
     # the K steps each). A stream-K of 132 shares, each starting at its own K step, ran its shared
-    # steps at ~0.6 of the waves' rate (docs/history/2026-12-02.md); these start together. A
-    # prediction, not measured: faster than square_w4 where the last wave holds at most a third of
-    # the SMs' worth of tiles and k >= 2048 (1616 x 2864: ~0.8 of cuBLAS; 3824 x 3568 x 3792, 840
-    # tiles, 48 in the last wave, 2 splits: ~0.95), the same elsewhere (one split: tail_splits keeps
-    # every tile whole where the last wave is more than half full).
+    # steps at ~0.6 of the waves' rate (docs/history/2026-12-02.md); these start together.
+    # Measured (H200, 2026-12-03; docs/history/2026-12-03-tail.md): picked at 3 of the 24 random
+    # shapes; at 1616 x 2864 x 3296 wide_tail 64.4 us against wide's 74.2 and cuBLAS's 46.0, its
+    # shares' K steps at the full waves' rate and ~9.4 us in the partials' round trips (the store
+    # behind the atomic's fence, the sum a slot at a time), which neither the sum spread over the
+    # splits nor column strips without partials recovered; no exchange at all would give 0.85.
     "square_tail": {"BLOCK_N": 128, "num_warps": 4, "num_stages": 4, "TAIL_SPLIT": 4},
     "wide_tail": {"TAIL_SPLIT": 4},
     # Split K (base/matmul.py, split_k_program). Issue 62's check again (H200, 2026-12-02; 24 random
