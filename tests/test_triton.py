@@ -146,14 +146,13 @@ def test_the_launcher_refuses_arguments_no_instance_was_built_for(built):
     kernel = TritonKernel(results["none"].lib, MATMUL.spec)
     shape = {"m": 4096, "n": 4096, "k": 4096, "dtype": "bf16"}
 
-    def args(shape):  # as launch_args makes them: the host-made descriptors added (spec.descriptors)
-        plain = MATMUL.spec.args(triton_aot.fake_inputs(MATMUL.spec, shape), shape)
-        return triton_aot.with_descriptors(MATMUL.spec, plain, kernel.meta_of(plain))
+    def args(shape):
+        return kernel.launched(MATMUL.spec.args(triton_aot.fake_inputs(MATMUL.spec, shape), shape))
 
-    assert kernel.instance(args(shape))[0] == "bf16"
+    assert kernel.instance(*args(shape))[0] == "bf16"
     odd = {**shape, "m": 4095}
     with pytest.raises(ValueError, match="no built instance of matmul_kernel"):
-        kernel.instance(args(odd))
+        kernel.instance(*args(odd))
 
 
 def test_a_meta_parameter_the_kernel_lacks_fails_its_build_naming_it(tmp_path):

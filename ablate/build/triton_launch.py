@@ -97,10 +97,15 @@ class TritonKernel:
                          f"(instances: {', '.join(self.manifest['instances'])}; spec.INSTANCES must hold a "
                          "shape of each specialization the shapes need)")
 
-    def launch_args(self, args, shape, stream):
+    def launched(self, args):
+        """(`args` as the spec's launch passes them, the host-made descriptors added (spec.descriptors),
+        their meta_of)."""
         meta = self.meta_of(args)
-        return self.launch_grid(triton_aot.with_descriptors(self.spec, args, meta), self.spec.grid(shape, meta), stream,
-                                meta)
+        return triton_aot.with_descriptors(self.spec, args, meta), meta
+
+    def launch_args(self, args, shape, stream):
+        args, meta = self.launched(args)
+        return self.launch_grid(args, self.spec.grid(shape, meta), stream, meta)
 
     def launch_grid(self, args, grid, stream, meta=None):
         """Run on `args` ({parameter: value}, none of the variant's meta-parameters) over `grid`
