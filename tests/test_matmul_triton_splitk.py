@@ -1,6 +1,6 @@
-"""matmul_triton's split-K candidates on the CPU: the kernel run in Triton's interpreter
-(TRITON_INTERPRET=1, CPU tensors) against an FP32 reference, each launch twice on one workspace
-(the counters back at 0 after each); which shapes time them (spec.candidates); the pathologies
+"""matmul_triton's split-K, tail-split and strip candidates on the CPU: the kernel run in Triton's
+interpreter (TRITON_INTERPRET=1, CPU tensors) against an FP32 reference, each launch twice on one
+workspace (the counters back at 0 after each); which shapes time them (spec.candidates); the pathologies
 over a split-K base, built for sm_90, keep their fingerprints or are declared not applicable.
 
 The interpreter runs the programs of a grid one after another, so it checks the arithmetic and
@@ -111,6 +111,39 @@ def test_the_tail_split_launches_a_program_an_sm_and_is_timed_where_it_splits():
     assert "square_tail" not in SPEC.candidates(at(320, 464, 208))  # not timed
 
 
+# Tiles widened by a strip (STRIP_N): (m, n, k, dtype, candidate, USE_TMA, None, META overrides).
+# 128 x 320 over 200 x 360 (a second column of tiles whose strip is past n) on 2 persistent
+# programs, TMA loads and pointer loads; 128 x 192 over 264 x 392 x 200 (the strip of the last
+# column wholly past n, a K tail) on 3, descriptors from the host and from the device; 520 x 600 on
+# 4 programs of several tiles each, grouped by 2, C by pointers; a program per tile of 64 x 128.
+STRIPS = [(200, 360, 200, "fp16", "wide_strip", True, None, {"NUM_SMS": 2}),
+          (200, 360, 200, "fp16", "wide_strip", False, None, {"NUM_SMS": 2}),
+          (264, 392, 200, "fp16", "wide_strip", True, None, {"NUM_SMS": 3, "BLOCK_N": 128}),
+          (264, 392, 200, "fp16", "wide_strip", True, None, {"NUM_SMS": 3, "BLOCK_N": 128, "HOST_TMA": False}),
+          (520, 600, 136, "fp16", "wide_strip", True, None,
+           {"NUM_SMS": 4, "GROUP_M": 2, "TMA_STORE": False}),
+          (520, 600, 136, "fp16", "wide_strip", True, None, {"PERSISTENT": False, "BLOCK_M": 64, "BLOCK_N": 64})]
+
+
+def test_the_strip_tiles_compute_c_in_the_interpreter():
+    for case, runs in zip(STRIPS, interpreted(STRIPS)):
+        for err, locks, written in runs:
+            assert err <= SPEC.TOLERANCE[case[3]], (case, err)
+            assert (locks, written) == (0, False), case  # no workspace
+
+
+def test_a_strip_widens_the_tiles_the_grid_counts():
+    """1616 x 2864: 117 tiles of 128 x 320, one wave of the 132 SMs (156 of 128 x 256), and the
+    strip's own descriptor from the host, B's block STRIP_N wide."""
+    shape = {"m": 1616, "n": 2864, "k": 3296, "dtype": "fp16"}
+    meta = SPEC.base_meta_of("wide_strip")
+    assert SPEC.tiles(shape, meta) == 13 * 9 and SPEC.tiles(shape, SPEC.META) == 13 * 12
+    assert SPEC.grid(shape, meta) == (117,)
+    assert SPEC.descriptors(meta)["s_host"] == ("b", (32, 64))
+    assert SPEC.descriptors(SPEC.META)["s_host"] is None
+    assert SPEC.descriptors({**meta, "USE_TMA": False})["s_host"] is None
+
+
 def test_split_k_is_timed_where_few_tiles_meet_a_long_k_and_the_workspace_holds_it():
     """spec.candidates: the worst shapes of the H200's random check (2026-12-02) time them;
     shapes of two waves of 64 x 64 tiles or more, or k < 1024, do not; every other candidate is
@@ -181,3 +214,10 @@ def test_pathologies_over_a_tail_split_base_keep_their_fingerprints_or_are_decla
     square_tail: not_persistent, which would take the tail split with the persistent grid, is
     declared not applicable."""
     pathologies_over("square_tail", "sq4k_fp16", 1616, 2864, 3296, {"not_persistent"}, '"TAIL_SPLIT": 4')
+
+
+def test_pathologies_over_a_strip_base_keep_their_fingerprints():
+    """At 1616 x 2864 x 3296 on wide_strip (117 tiles of 128 x 320): every pathology applies (the
+    strip's tiles keep the tile loop apart from the K loop, persistent or not) and keeps its
+    fingerprint."""
+    pathologies_over("wide_strip", "sq4k_fp16", 1616, 2864, 3296, set(), '"STRIP_N": 64')

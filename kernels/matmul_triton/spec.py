@@ -42,7 +42,9 @@ def descriptors(meta):
     host = meta.get("HOST_TMA", False)
     return {"a_host": ("a", (meta["BLOCK_M"], meta["BLOCK_K"])) if host and meta["USE_TMA"] else None,
             "b_host": ("b", (meta["BLOCK_K"], meta["BLOCK_N"])) if host and meta["USE_TMA"] else None,
-            "c_host": ("c", (meta["BLOCK_M"], meta["BLOCK_N"])) if host and meta["TMA_STORE"] else None}
+            "c_host": ("c", (meta["BLOCK_M"], meta["BLOCK_N"])) if host and meta["TMA_STORE"] else None,
+            "s_host": ("b", (meta["BLOCK_K"], meta["STRIP_N"])) if host and meta["USE_TMA"] and meta.get("STRIP_N")
+            else None}
 
 
 def workspace_size(shape):
@@ -149,6 +151,17 @@ CANDIDATES = {
     # splits nor column strips without partials recovered; no exchange at all would give 0.85.
     "square_tail": {"BLOCK_N": 128, "num_warps": 4, "num_stages": 4, "TAIL_SPLIT": 4},
     "wide_tail": {"TAIL_SPLIT": 4},
+    # Tiles of a power of two and a strip (base/matmul.py, STRIP_N), the approach changed after the
+    # tail split's sixth miss: no partials to exchange, the wave filled by the tile's width instead.
+    # cuBLAS at 1616 x 2864 x 3296 runs one wave of 130 tiles 288 wide (its 288 x 128 tile, cluster
+    # 2; ncu, docs/history/2026-12-03-tail.md), where wide makes 156 tiles, a wave and a tail of 24.
+    # Measured (H200, 2026-12-03; docs/history/2026-12-03-strip.md): 128 x (256 + 32) there 60-63 us
+    # (wide_tail 62-64, cuBLAS 44-47), a wave of its tiles at 0.71 of wide's rate a FLOP (ncu: warps
+    # twice as long at the barriers, the 64 x 32 wgmma); 128 x (256 + 64) on K steps of 32 at 0.95
+    # of it, one wave of 117 tiles at 1616 x 2864. Shared memory 5 stages of 28 KiB and C's TMA
+    # store, 208 936 B, the tile loop apart from the K loop (flattened, its wgmma serialize:
+    # base/matmul.py).
+    "wide_strip": {"STRIP_N": 64, "BLOCK_K": 32, "num_stages": 5},
     # Split K (base/matmul.py, split_k_program). Issue 62's check again (H200, 2026-12-02; 24 random
     # shapes): 0.816 of cuBLAS's speed (geometric mean), the worst shapes few output tiles over a long
     # k: 704 x 240 x 5472 0.632, 784 x 288 x 2448, 208 x 1328 x 1712, 880 x 496 x 1664 and 896 x 1008 x
@@ -192,8 +205,8 @@ SPLIT_K_MIN_K = 1024  # k below this is not split (a prediction: too few K steps
 
 
 def tiles(shape, meta):
-    """Output tiles of `meta`'s block at `shape`."""
-    return -(-shape["m"] // meta["BLOCK_M"]) * -(-shape["n"] // meta["BLOCK_N"])
+    """Output tiles of `meta`'s block at `shape` (BLOCK_N + STRIP_N columns each)."""
+    return -(-shape["m"] // meta["BLOCK_M"]) * -(-shape["n"] // (meta["BLOCK_N"] + meta.get("STRIP_N", 0)))
 
 
 def split_fits(shape, meta):

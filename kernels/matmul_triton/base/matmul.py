@@ -36,6 +36,11 @@ Its optimizations, each a constexpr or a compile option the pathologies override
   would hold an SM's resources while this one's still loop: m64 at 256 x 6832 x 400 ran 0.92 us
   slower with the early release). Measured between launches of itself; after another kernel
   the overlap is what that kernel allows (without its own early release, its programs' ends).
+STRIP_N (0 in the base; spec.CANDIDATES' *_strip builds) widens each tile by a strip of STRIP_N
+columns past its BLOCK_N (`strip_steps`): each K step's A tile feeds two products, so that a tile
+of BLOCK_N + STRIP_N columns (256 + 64 = 320) fills a wave where the powers of two leave one wave
+and a tail (1616 x 2864: 117 tiles of 128 x 320 against 156 of 128 x 256); the strip's columns
+leave by a pointer store, the tile loop not flattened into the K loop.
 SPLIT_K (1 in the base; spec.CANDIDATES' splitk* builds) splits each tile's K steps over
 SPLIT_K programs (`split_k_program`), for shapes of few tiles and a long K: each adds its
 partial sums to a workspace (`ws`, FP32), and the last of a tile's programs to arrive (a counter
@@ -86,6 +91,41 @@ def k_steps(acc, a_src, b_src, off_m, off_n, k_lo, k_hi, M, N, K, stride_am, str
             a_ptrs += BLOCK_K * stride_ak
             b_ptrs += BLOCK_K * stride_bk
     return acc
+
+
+@triton.jit
+def strip_steps(acc, acc_s, a_src, b_src, s_src, off_m, off_n, k_lo, k_hi, M, N, K, stride_am, stride_ak, stride_bk,
+                stride_bn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                STRIP_N: tl.constexpr, USE_TMA: tl.constexpr):
+    """k_steps for a tile of BLOCK_N + STRIP_N columns: each K step's A tile feeds `acc` (the
+    BLOCK_N columns from off_n) and `acc_s` (the STRIP_N columns after them; B's block through
+    s_src with USE_TMA, else by pointers like the rest)."""
+    if USE_TMA:
+        for k in tl.range(k_lo, k_hi):
+            x = a_src.load([off_m, k * BLOCK_K])
+            y = b_src.load([k * BLOCK_K, off_n])
+            z = s_src.load([k * BLOCK_K, off_n + BLOCK_N])
+            acc = tl.dot(x, y, acc)
+            acc_s = tl.dot(x, z, acc_s)
+    else:
+        rm = off_m + tl.arange(0, BLOCK_M)
+        rn = off_n + tl.arange(0, BLOCK_N)
+        rs = off_n + BLOCK_N + tl.arange(0, STRIP_N)
+        rk = tl.arange(0, BLOCK_K)
+        a_ptrs = a_src + rm[:, None] * stride_am + (k_lo * BLOCK_K + rk[None, :]) * stride_ak
+        b_ptrs = b_src + (k_lo * BLOCK_K + rk[:, None]) * stride_bk + rn[None, :] * stride_bn
+        s_ptrs = b_src + (k_lo * BLOCK_K + rk[:, None]) * stride_bk + rs[None, :] * stride_bn
+        for k in tl.range(k_lo, k_hi):
+            k_left = K - k * BLOCK_K
+            x = tl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < k_left), other=0.0)
+            y = tl.load(b_ptrs, mask=(rk[:, None] < k_left) & (rn[None, :] < N), other=0.0)
+            z = tl.load(s_ptrs, mask=(rk[:, None] < k_left) & (rs[None, :] < N), other=0.0)
+            acc = tl.dot(x, y, acc)
+            acc_s = tl.dot(x, z, acc_s)
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
+            s_ptrs += BLOCK_K * stride_bk
+    return acc, acc_s
 
 
 @triton.jit
@@ -183,7 +223,8 @@ def matmul_kernel(a, b, c, M, N, K,
                   GROUP_M: tl.constexpr, USE_TMA: tl.constexpr, TMA_STORE: tl.constexpr,
                   PERSISTENT: tl.constexpr, NUM_SMS: tl.constexpr,
                   SPLIT_K: tl.constexpr = 1, USE_GDC: tl.constexpr = False, TAIL_SPLIT: tl.constexpr = 1,
-                  HOST_TMA: tl.constexpr = False, a_host=None, b_host=None, c_host=None):
+                  HOST_TMA: tl.constexpr = False, a_host=None, b_host=None, c_host=None,
+                  STRIP_N: tl.constexpr = 0, s_host=None):
     """Each program computes the tiles program_id, program_id + step, ...: with PERSISTENT
     the grid has NUM_SMS programs and the step is NUM_SMS, a constant, which lets Triton
     flatten the two loops into one pipeline (with a runtime step it leaves them apart);
@@ -193,22 +234,32 @@ def matmul_kernel(a, b, c, M, N, K,
     leave idle (`tail_splits`). ws and locks are read only by those two. USE_GDC: launched
     dependent on the launch before it (the module's notes). HOST_TMA (with USE_TMA): A, B and C's
     descriptors come made by the host (a_host, b_host, c_host: spec.descriptors), kernel
-    parameters, instead of three made on the device by each program before its first load."""
+    parameters, instead of three made on the device by each program before its first load.
+    STRIP_N > 0 (not with SPLIT_K or TAIL_SPLIT): tiles of BLOCK_N + STRIP_N columns
+    (`strip_steps`; s_host: B's descriptor of the strip's block with HOST_TMA)."""
+    tl.static_assert(STRIP_N == 0 or (SPLIT_K == 1 and TAIL_SPLIT == 1), "STRIP_N with SPLIT_K or TAIL_SPLIT")
     if USE_GDC:
         tl.extra.cuda.gdc_wait()
         if SPLIT_K > 1 or not PERSISTENT:
             tl.extra.cuda.gdc_launch_dependents()
     dtype = c.dtype.element_ty
-    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    WIDTH: tl.constexpr = BLOCK_N + STRIP_N  # a tile's columns
+    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, WIDTH)
     k_tiles = tl.cdiv(K, BLOCK_K)
+    s_src = b
     if USE_TMA and HOST_TMA:
         a_src = a_host
         b_src = b_host
+        if STRIP_N > 0:
+            s_src = s_host
     elif USE_TMA:
         a_src = tl.make_tensor_descriptor(a, shape=[M, K], strides=[stride_am, stride_ak],
                                           block_shape=[BLOCK_M, BLOCK_K])
         b_src = tl.make_tensor_descriptor(b, shape=[K, N], strides=[stride_bk, stride_bn],
                                           block_shape=[BLOCK_K, BLOCK_N])
+        if STRIP_N > 0:
+            s_src = tl.make_tensor_descriptor(b, shape=[K, N], strides=[stride_bk, stride_bn],
+                                              block_shape=[BLOCK_K, STRIP_N])
     else:
         a_src = a
         b_src = b
@@ -228,13 +279,23 @@ def matmul_kernel(a, b, c, M, N, K,
         if PERSISTENT and TAIL_SPLIT > 1:
             whole, splits = tail_splits(num_tiles, k_tiles, WS_SIZE, LOCKS_SIZE, BLOCK_M * BLOCK_N, NUM_SMS,
                                         TAIL_SPLIT)
-        for tile in tl.range(tl.program_id(0), whole, step, flatten=PERSISTENT):
-            pid_m, pid_n = tile_of(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        # a strip's tiles keep the loops apart: flattened, the two accumulators' K loop compiles to
+        # wgmma serialized one at a time (ptxas C7515: 8 WARPGROUP.DEPBAR a K step against 3; 2.0x
+        # wide's time at 1088 x 4848 x 3984, H200, 2026-12-03), apart to the pipelined one
+        for tile in tl.range(tl.program_id(0), whole, step, flatten=PERSISTENT and STRIP_N == 0):
+            pid_m, pid_n = tile_of(tile, M, N, BLOCK_M, WIDTH, GROUP_M)
             off_m = pid_m * BLOCK_M
-            off_n = pid_n * BLOCK_N
+            off_n = pid_n * WIDTH
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            acc = k_steps(acc, a_src, b_src, off_m, off_n, 0, k_tiles, M, N, K, stride_am, stride_ak, stride_bk,
-                          stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA)
+            if STRIP_N > 0:
+                acc_s = tl.zeros((BLOCK_M, STRIP_N), dtype=tl.float32)
+                acc, acc_s = strip_steps(acc, acc_s, a_src, b_src, s_src, off_m, off_n, 0, k_tiles, M, N, K,
+                                         stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K,
+                                         STRIP_N, USE_TMA)
+                store_tile(c, acc_s.to(dtype), off_m, off_n + BLOCK_N, M, N, stride_cm, stride_cn, BLOCK_M, STRIP_N)
+            else:
+                acc = k_steps(acc, a_src, b_src, off_m, off_n, 0, k_tiles, M, N, K, stride_am, stride_ak,
+                              stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA)
             out = acc.to(dtype)
             if TMA_STORE:
                 c_desc.store([off_m, off_n], out)
