@@ -36,7 +36,7 @@ Its optimizations, each a constexpr or a compile option the pathologies override
   would hold an SM's resources while this one's still loop: m64 at 256 x 6832 x 400 ran 0.92 us
   slower with the early release). Measured between launches of itself; after another kernel
   the overlap is what that kernel allows (without its own early release, its programs' ends).
-STRIP_N (0 in the base; spec.CANDIDATES' *_strip builds) widens each tile by a strip of STRIP_N
+STRIP_N (0 in the base; spec.CANDIDATES' wide_strip) widens each tile by a strip of STRIP_N
 columns past its BLOCK_N (`strip_steps`): each K step's A tile feeds two products, so that a tile
 of BLOCK_N + STRIP_N columns (256 + 64 = 320) fills a wave where the powers of two leave one wave
 and a tail (1616 x 2864: 117 tiles of 128 x 320 against 156 of 128 x 256); the strip's columns
@@ -280,8 +280,8 @@ def matmul_kernel(a, b, c, M, N, K,
             whole, splits = tail_splits(num_tiles, k_tiles, WS_SIZE, LOCKS_SIZE, BLOCK_M * BLOCK_N, NUM_SMS,
                                         TAIL_SPLIT)
         # a strip's tiles keep the loops apart: flattened, the two accumulators' K loop compiles to
-        # wgmma serialized one at a time (ptxas C7515: 8 WARPGROUP.DEPBAR a K step against 3; 2.0x
-        # wide's time at 1088 x 4848 x 3984, H200, 2026-12-03), apart to the pipelined one
+        # wgmma serialized one at a time (ptxas C7515: 8 WARPGROUP.DEPBAR a K step against 3; a 32-column
+        # strip at 2.0x wide's time at 1088 x 4848 x 3984, H200, 2026-12-03), apart to the pipelined one
         for tile in tl.range(tl.program_id(0), whole, step, flatten=PERSISTENT and STRIP_N == 0):
             pid_m, pid_n = tile_of(tile, M, N, BLOCK_M, WIDTH, GROUP_M)
             off_m = pid_m * BLOCK_M
