@@ -147,3 +147,27 @@ def test_a_build_holds_the_candidate_it_names(tmp_path):
     one, two = built["none"], built["none@wide_grid"]
     assert one.ok and two.ok and one.lib != two.lib
     assert "-DSCALE_CONFIG=1" in one.log.splitlines()[0] and "-DSCALE_CONFIG=2" in two.log.splitlines()[0]
+
+
+def test_a_sweep_builds_each_shapes_variants_on_that_shapes_base(tmp_path):
+    """Jobs whose shapes run different candidates have variants of one name built from different
+    macros: the sweep builds each (builds_of_sweep: one build a base configuration), so that no
+    job compiles its own (cutlass_gemm's decode_m64 jobs did, ~70 s each on the H200's host, in a
+    sweep with sq8k, 2026-12-03)."""
+    from ablate.build.compile import build
+    from ablate.paths import ROOT
+    from ablate.sweep.design import builds_of_sweep, variants_of_sweep
+
+    one = job_of(compose("two_configs", ["pathology=no_l1", "mode=static"], tmp_path))
+    two = with_tuned(job_of(compose("two_configs", ["pathology=no_l1", "mode=static", "shape.n=4096"], tmp_path)),
+                     {"kind": "candidates", "candidate": "wide_grid", "times_us": {"wide_grid": 1.0}})
+    variants = variants_of_sweep([one, two, one])
+    assert [v.name for v in variants] == ["no_l1", "no_l1"]
+    assert [v.base_macros for v in variants] == [{"SCALE_CONFIG": "1"}, {"SCALE_CONFIG": "2"}]
+    groups = builds_of_sweep([one, two], variants)
+    assert [[(v.name, v.base_macros["SCALE_CONFIG"]) for v in group] for _, group in groups] == \
+        [[("none", "1"), ("no_l1", "1")], [("none", "2"), ("no_l1", "2")]]
+    for _, group in groups:
+        assert all(r.ok for r in build(group, one.build, one.plugin, ROOT).values())
+    for job in (one, two):  # nothing of either job is left to compile
+        assert build(job.variants, job.build, job.plugin, ROOT, only_if_built=True) is not None

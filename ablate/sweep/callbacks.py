@@ -126,7 +126,8 @@ class SweepSetup(Callback):
         from ablate.build.compile import ARCH_ENV, build
         from ablate.gpu.worker import drain
         from ablate.sweep import resume, tracking
-        from ablate.sweep.design import jobs_of_sweep, keep_composed, sweep_jobs, variants_of_sweep
+        from ablate.sweep.design import (base_of, builds_of_sweep, jobs_of_sweep, keep_composed, sweep_jobs,
+                                         variants_of_sweep)
         from ablate.sweep.progress import Progress
 
         # Bad input stops the sweep here, before anything is built or recorded: every job is
@@ -159,10 +160,9 @@ class SweepSetup(Callback):
         if previous is not None:
             resume.clear_marks(config.hydra.sweep.dir)
         plugin = jobs[0].plugin
-        variants = variants_of_sweep(jobs)
-        first = next((job for job in jobs if not job.failed), jobs[0])
-        if first.base.name not in [v.name for v in variants]:  # every job is timed against the base
-            variants.insert(0, first.base)
+        groups = builds_of_sweep(jobs, variants_of_sweep(jobs))
+        if not groups:  # every job failed or opted out: the base alone, as each job asks
+            groups = [(base_of(jobs[0].base), [jobs[0].base])]
         launcher = launcher_of(config)
         if launcher != "basic":
             self._serve_store(config, launcher)
@@ -183,24 +183,27 @@ class SweepSetup(Callback):
         os.environ[SWEEP_RUN_ENV] = self.run_id
         drain()  # what the GPU answered to the specs sent ahead while MLflow's run was made
         tic = time.perf_counter()
-        try:
-            results = build(variants, config.build, plugin, ROOT)
+        try:  # one build a base configuration (builds_of_sweep), each in parallel
+            built = {key: build(group, config.build, plugin, ROOT) for key, group in groups}
         except BaseException:
             tracking.end_sweep(self.run_id, "FAILED", config)
             self._stop_server()
             raise
-        os.environ[ARCH_ENV] = next(iter(results.values())).arch  # the jobs' `auto`, probed once
-        read_sass_ahead(jobs, variants, results)
+        results = [r for rs in built.values() for r in rs.values()]
+        os.environ[ARCH_ENV] = results[0].arch  # the jobs' `auto`, probed once
+        for key, group in groups:
+            read_sass_ahead(jobs, group, built[key])
         drain()
         if early and not any(job.bench.get("profile") for job in jobs):
             from ablate.gpu.worker import plan_ahead
             from ablate.pipeline import timed_wire
 
-            plan_ahead([w for w in (timed_wire(job, results) for job in jobs) if w is not None])
-        failed = [name for name, r in results.items() if r.status != "built"]
-        found = sum(r.cached for r in results.values())  # built before, by this checkout or another
+            plan_ahead([w for w in (timed_wire(job, built.get(base_of(job.base), {})) for job in jobs)
+                        if w is not None])
+        failed = [r.variant for r in results if r.status != "built"]
+        found = sum(r.cached for r in results)  # built before, by this checkout or another
         log.log(logging.WARNING if failed else logging.INFO, "built %d variants in %.1f s (%d found in %s, %d compiled)%s",
-                len(results), time.perf_counter() - tic, found, next(iter(results.values())).lib.parent,
+                len(results), time.perf_counter() - tic, found, results[0].lib.parent,
                 len(results) - found - len(failed),
                 f"; failed: {', '.join(failed)} (their jobs record build_failed)" if failed else "")
         self.progress = Progress(config.hydra.sweep.dir, len(jobs))

@@ -180,21 +180,45 @@ def jobs_of_sweep(config, jobs=None, each=None) -> list:
     return out
 
 
+def base_of(variant) -> tuple:
+    """What a variant's base is built with at its job's shape, as a key: the configuration the
+    shape's base runs (a CUDA kernel's candidate macros, a tuned Triton kernel's META; both
+    empty where the kernel has none). Jobs at shapes whose bases differ build variants of one
+    name from different sources: cutlass_gemm's cp_async over `large` at sq8k and over
+    `skinny` at decode_m64."""
+    return tuple(sorted(variant.base_macros.items())), repr(sorted(variant.base_meta.items()))
+
+
 def variants_of_sweep(jobs) -> list:
-    """The distinct variants of `jobs`, in job order; in static mode, after them, the rests
-    of the combined ones (each without one of its pathologies, against which its fingerprint
-    is checked: ablate/job/fingerprint.py), so that one parallel build makes them all. A job
-    the kernel opts out of (`kernel.not_applicable`: Job.opted_out), or one that cannot run
-    (Job.failed: its autotuner failed), builds nothing, so its variant is not among them."""
+    """The distinct variants of `jobs` (one name over two bases is two variants: `base_of`),
+    in job order; in static mode, after them, the rests of the combined ones (each without one
+    of its pathologies, against which its fingerprint is checked: ablate/job/fingerprint.py),
+    so that the sweep's build makes them all. A job the kernel opts out of
+    (`kernel.not_applicable`: Job.opted_out), or one that cannot run (Job.failed: its autotuner
+    failed), builds nothing, so its variant is not among them."""
     variants = {}
     jobs = [job for job in jobs if not job.opted_out and not job.failed]
     for job in jobs:
-        variants.setdefault(job.variant.name, job.variant)
+        variants.setdefault((job.variant.name, base_of(job.variant)), job.variant)
     for job in jobs:
         if job.mode == "static":
             for rest in job.rests.values():
-                variants.setdefault(rest.name, rest)
+                variants.setdefault((rest.name, base_of(rest)), rest)
     return list(variants.values())
+
+
+def builds_of_sweep(jobs, variants) -> list[tuple[tuple, list]]:
+    """`variants` (variants_of_sweep's) as the sweep builds them: [(base_of key, its variants)],
+    one build each, every name once in it and the base of its jobs among them (every job is
+    timed against its own), in the order of the jobs that first need each."""
+    groups = {}
+    for v in variants:
+        groups.setdefault(base_of(v), []).append(v)
+    for job in jobs:
+        group = groups.get(base_of(job.base))
+        if group is not None and job.base.name not in [v.name for v in group]:
+            group.insert(0, job.base)
+    return list(groups.items())
 
 
 def pairs_of(seams):
