@@ -171,3 +171,37 @@ def test_a_sweep_builds_each_shapes_variants_on_that_shapes_base(tmp_path):
         assert all(r.ok for r in build(group, one.build, one.plugin, ROOT).values())
     for job in (one, two):  # nothing of either job is left to compile
         assert build(job.variants, job.build, job.plugin, ROOT, only_if_built=True) is not None
+
+
+def test_the_pick_is_the_first_preferred_within_min_effect_of_the_fastest():
+    from ablate.gpu.autotune import pick
+
+    times = {"n192": 1687.53, "large": 1703.56, "n224": 1718.58}  # sq8k, an H200, 2026-12-03
+    assert pick(times, ["large", "n192", "n224"], 0.01) == "large"  # 0.95% slower: equal to the timing
+    assert pick(times, ["large", "n192", "n224"], 0.005) == "n192"
+    assert pick(times, ["gone", "n224", "large"], 0.02) == "n224"  # one not timed is passed over
+    assert pick(times, [], 0) == "n192"
+
+
+def test_a_kept_record_is_picked_again_under_the_jobs_min_effect(tmp_path, monkeypatch):
+    """The record keeps the times; the rule in force picks among them, and the line says when the
+    pick is not the fastest."""
+    import json
+
+    import ablate.gpu.autotune as autotune
+
+    monkeypatch.setattr(autotune, "gpu_model", lambda: "NVIDIA H200")
+    job = job_of(compose("two_configs", ["pathology=none", "mode=static"], tmp_path))
+    path = autotune.candidate_path(job.plugin, job.shape, tmp_path, "NVIDIA H200")
+    path.parent.mkdir(parents=True)
+    record = {"kind": "candidates", "shape": job.shape, "candidates": ["one_block", "wide_grid"],
+              "candidate": "wide_grid", "times_us": {"one_block": 10.05, "wide_grid": 10.0}, "gpu": "NVIDIA H200",
+              "peer": None, "peer_us": None, "rejected": {}, "seconds": 1.0}
+    path.write_text(json.dumps(record))
+    kept = autotune.candidate_record(job)
+    assert kept["candidate"] == "one_block"  # the default, 0.5% slower: within bench.min_effect (1%)
+    assert "one_block 10.05 us, preferred to wide_grid 10.00 us (within bench.min_effect)" in \
+        autotune.said_candidates(kept)
+    strict = job_of(compose("two_configs", ["pathology=none", "mode=static", "bench.min_effect=0.001"], tmp_path))
+    assert autotune.candidate_record(strict)["candidate"] == "wide_grid"
+    assert "wide_grid 10.00 us, then one_block 10.05 us" in autotune.said_candidates(record)

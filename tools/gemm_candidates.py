@@ -12,9 +12,10 @@ spec's candidates(shape) keeps, as the tuning does), checks each against the spe
 incorrect or refusing one is named and left out, never reported as a speed) and times them with
 the peer in one measurement under ablate's protocol (ablate.gpu.timing: CUDA-graph replays, inputs
 rotated past L2, candidates alternated), in the GPU worker, as a job's tuning does
-(ablate/gpu/autotune.py, measure_candidates); nothing is kept. It prints per shape the fastest,
-each candidate's speed against the peer (the peer's time / the candidate's: above 1 faster) and
-the seconds the measurement took. `--build-only` builds every candidate (no GPU needed).
+(ablate/gpu/autotune.py, measure_candidates); nothing is kept. It prints per shape the pick (the
+fastest, or a preferred one within bench.min_effect of it: autotune.pick), each candidate's speed
+against the peer (the peer's time / the candidate's: above 1 faster) and the seconds the
+measurement took. `--build-only` builds every candidate (no GPU needed).
 """
 import argparse
 import fnmatch
