@@ -183,7 +183,7 @@ class SweepSetup(Callback):
         os.environ[SWEEP_RUN_ENV] = self.run_id
         drain()  # what the GPU answered to the specs sent ahead while MLflow's run was made
         tic = time.perf_counter()
-        try:  # one build a base configuration (builds_of_sweep), each in parallel
+        try:  # one build a base configuration (builds_of_sweep), its variants compiled in parallel
             built = {key: build(group, config.build, plugin, ROOT) for key, group in groups}
         except BaseException:
             tracking.end_sweep(self.run_id, "FAILED", config)

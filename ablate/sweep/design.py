@@ -210,7 +210,7 @@ def variants_of_sweep(jobs) -> list:
 def builds_of_sweep(jobs, variants) -> list[tuple[tuple, list]]:
     """`variants` (variants_of_sweep's) as the sweep builds them: [(base_of key, its variants)],
     one build each, every name once in it and the base of its jobs among them (every job is
-    timed against its own), in the order of the jobs that first need each."""
+    timed against its own), in the order of the variants."""
     groups = {}
     for v in variants:
         groups.setdefault(base_of(v), []).append(v)
