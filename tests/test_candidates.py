@@ -205,3 +205,30 @@ def test_a_kept_record_is_picked_again_under_the_jobs_min_effect(tmp_path, monke
     strict = job_of(compose("two_configs", ["pathology=none", "mode=static", "bench.min_effect=0.001"], tmp_path))
     assert autotune.candidate_record(strict)["candidate"] == "wide_grid"
     assert "wide_grid 10.00 us, then one_block 10.05 us" in autotune.said_candidates(record)
+
+
+def test_a_static_sweep_over_two_defaults_builds_both_before_its_jobs(tmp_path):
+    """End to end: a sweep whose two shapes run two configurations (DEFAULT_CANDIDATE by n) builds
+    each shape's base and variant in the callback, 4 libraries, before the first job."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from ablate.paths import ROOT
+
+    plugin = tmp_path / "kernels" / "two_configs"
+    shutil.copytree(FIXTURES / "two_configs", plugin)
+    spec = plugin / "spec.py"
+    spec.write_text(spec.read_text().replace('DEFAULT_CANDIDATE = "one_block"',
+                                             'DEFAULT_CANDIDATE = lambda shape: "one_block" if shape["n"] < 2048 else "wide_grid"'))
+    env = {**os.environ, "ABLATE_KERNEL_PATH": str(tmp_path / "kernels"), "CUDA_VISIBLE_DEVICES": "",
+           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    proc = subprocess.run([sys.executable, "-m", "ablate", "-m", "kernel=two_configs", "pathology=no_restrict",
+                           "shape.n=1000,4096", "mode=static", f"build.dir={tmp_path / 'build'}",
+                           f"hydra.sweep.dir={tmp_path / 'multirun'}"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "built 4 variants in" in out and "0 found" in out, out
+    assert "2 jobs: 2 ok" in out, out
