@@ -38,3 +38,31 @@ def test_the_base_is_the_fastest_candidate_timed_once_and_recorded(tmp_path, mon
     assert r.status == "ok", r.error
     assert r.params["base_candidate"] == "wide_grid" and r.params["base_candidate_from"] == "timed"
     assert r.params["autotune_configs_timed"] == "2"
+
+
+def test_the_candidates_tool_reads_each_candidates_counters_and_the_peers():
+    """tools/gemm_candidates.py --counters on matmul_triton at a small shape: ncu reads one launch
+    of each timed candidate, fastest first, and of cuBLAS, each on its own stream, and every side
+    has a time and the bytes its SMs received from L2."""
+    import importlib.util
+    import shutil
+
+    from ablate.gpu import profile
+    from ablate.gpu.autotune import measure_candidates
+    from ablate.job.job import make_job
+
+    if shutil.which("ncu") is None:
+        pytest.skip("ncu is not on the PATH")
+    path = Path(__file__).resolve().parents[1] / "tools" / "gemm_candidates.py"
+    spec = importlib.util.spec_from_file_location("gemm_candidates_gpu", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    cfg = plugins.compose("matmul_triton", ["pathology=none", "mode=gpu", "shape=sq2k_bf16", "shape.m=256",
+                                            "shape.n=384", "shape.k=208"])
+    job = make_job(cfg, "small")
+    record = measure_candidates(job, ["m64", "square"])
+    found = tool.read_counters(job, record)
+    assert not isinstance(found, str), found
+    assert list(found) == [*sorted(record["times_us"], key=record["times_us"].get), record["peer"]]
+    for name, values in found.items():
+        assert values[profile.TIME] > 0 and values[tool.CROSSBAR["into SMs"]] > 0, (name, values)

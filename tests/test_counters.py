@@ -55,6 +55,25 @@ def test_parse_refuses_output_without_a_report_or_two_streams():
         profile.parse(one_stream)
 
 
+def test_parse_names_a_stream_for_each_side_the_driver_ran_in_order():
+    """tools/gemm_candidates.py --counters: each candidate and the peer on a stream of its own,
+    named in launch order; too few streams for the names is refused, naming them."""
+    from ablate.gpu import profile_driver
+
+    lines = (FIXTURES / "attention_s512_no_swizzle.csv").read_text().splitlines()
+    third = lines[-1].replace('"1"', '"2"', 1).replace('"17"', '"21"', 1)  # the variant's row, again: ID 2, stream 21
+    found = profile.parse("\n".join(lines + [third]), {TIME}, ["large", "skinny", "cublas"])
+    assert list(found) == ["large", "skinny", "cublas"]
+    assert found["large"][TIME] == 13504 and found["skinny"][TIME] == found["cublas"][TIME] == 28064
+    with pytest.raises(ValueError, match=r"expected the launches of 3 streams \(large, skinny, cublas\), found 2"):
+        profile.parse("\n".join(lines), None, ["large", "skinny", "cublas"])
+    # a job's wire names no sides: its base once, then its variant `launches` times on its share of SMs
+    assert profile_driver.sides_of({"base_so": "b.so", "variant_so": "v.so", "launches": 2, "sm_fraction": 0.5}) == [
+        {"name": "base", "so": "b.so"}, {"name": "variant", "so": "v.so", "launches": 2, "sm_fraction": 0.5}]
+    sides = [{"name": "m64", "so": "m64.so"}, {"name": "cublas", "peer": "cublas"}]
+    assert profile_driver.sides_of({"sides": sides, "base_so": "ignored"}) == sides
+
+
 def test_parse_sums_sum_metrics_over_several_launches_of_one_candidate():
     lines = (FIXTURES / "attention_s512_no_swizzle.csv").read_text().splitlines()
     header = next(i for i, ln in enumerate(lines) if ln.startswith('"ID"'))

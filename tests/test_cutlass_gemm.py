@@ -230,6 +230,31 @@ def test_the_tool_takes_shapes_by_glob_or_by_field_and_names_what_it_refuses():
     assert job["decode_m64"].shape["m"] == 64 and job["m=282,n=10696,k=3296"].shape["n"] == 10696
 
 
+def test_the_tools_counters_are_known_to_ncu_and_set_side_by_side():
+    """--counters: ncu's names checked against its list before any GPU; the driver's sides the
+    timed candidates fastest first, then the peer (none where the peer was not timed); the table
+    a row a side, a dash where ncu gave no value."""
+    from ablate.gpu import profile
+    from ablate.job import counters
+
+    f = tool()
+    counters.check_names(f.counter_metrics(), "tools/gemm_candidates.py")
+    record = {"times_us": {"large": 30.0, "skinny": 11.1}, "peer": "torch_matmul", "peer_us": 11.5}
+    libs = {"large": "l.so", "skinny": "s.so"}
+    assert f.counter_sides(record, libs) == [{"name": "skinny", "so": "s.so"}, {"name": "large", "so": "l.so"},
+                                             {"name": "torch_matmul", "peer": "torch_matmul"}]
+    assert [s["name"] for s in f.counter_sides({**record, "peer_us": None}, libs)] == ["skinny", "large"]
+    found = {"skinny": {profile.TIME: 11100.0, f.CROSSBAR["into SMs"]: 165e6, f.CROSSBAR["multicast"]: 0.0,
+                        f.CROSSBAR["cluster"]: 0.0},
+             "torch_matmul": {profile.TIME: 8000.0, f.CROSSBAR["into SMs"]: 166e6, f.CROSSBAR["multicast"]: 111e6,
+                              f.CROSSBAR["cluster"]: 4.0}}
+    head, mine, peer = f.counter_table(found)
+    assert head.split()[:2] == ["us", "tensor"] and "multicast" in head
+    assert mine.split()[:2] == ["skinny", "11.10"] and "165 MB" in mine and mine.split()[-1] == "1"
+    assert peer.split()[:2] == ["torch_matmul", "8.00"] and "111 MB" in peer and peer.split()[-1] == "4"
+    assert mine.split()[2] == "-"  # no tensor pipe value given: a dash, not a zero
+
+
 def test_the_gpu_tests_cases_are_shapes_the_kernel_takes():
     """tests/test_cutlass_gemm_gpu.py's CASES run only on a GPU; a case the kernel refuses (n or k
     not a multiple of 8) fails every pathology's test there, so it is caught here, on the CPU, too."""

@@ -4,7 +4,7 @@ the GEMMs) over any shapes: what ablate's tuning times at a shape, shown whole.
     python tools/gemm_candidates.py [--kernel cutlass_gemm] [--shapes 'decode_*,sq4k']
                                     [--shape m=282,n=10696,k=3296,dtype=fp16 ...]
                                     [--candidates all|a,b] [--json FILE] [--build-only]
-                                    [--override bench.samples=40 ...]
+                                    [--counters] [--override bench.samples=40 ...]
 
 For each shape (globs over the kernel's conf/shape names, and `--shape` fields given outright) it
 builds the base on each candidate (`--candidates`: those named, or all; by default those the
@@ -16,6 +16,13 @@ rotated past L2, candidates alternated), in the GPU worker, as a job's tuning do
 fastest, or a preferred one within bench.min_effect of it: autotune.pick), each candidate's speed
 against the peer (the peer's time / the candidate's: above 1 faster) and the seconds the
 measurement took. `--build-only` builds every candidate (no GPU needed).
+
+`--counters` then reads each timed candidate's and the peer's hardware counters with Nsight
+Compute, one launch each, caches flushed, at the GPU's own clocks (ablate/gpu/profile.py, as
+`bench.profile=true` reads a job's base and variant), and prints them side by side: the time, the
+tensor pipes', DRAM's and L2's share of their peaks, the bytes the SMs received from L2 and how
+many of them came by multicast (one L2 read delivered to every CTA of a cluster), and the
+crossbar's L2 side busy: where a candidate's time goes that the peer's does not.
 """
 import argparse
 import fnmatch
@@ -64,6 +71,64 @@ def chosen_candidates(spec, wanted, shape):
     return candidates.timed(spec, shape)
 
 
+# --counters: ablate's own (the time, DRAM bytes, the speed-of-light shares) and the L2 -> SM
+# crossbar's (what told m64 from cuBLAS at 896 x 1008 x 3808: the same bytes into the SMs, two
+# thirds of cuBLAS's by multicast; docs/history/2026-12-03-counters.md)
+CROSSBAR = {"into SMs": "l1tex__m_xbar2l1tex_read_bytes.sum",
+            "multicast": "l1tex__m_xbar2l1tex_read_bytes_mem_global_op_tma_ld_dest_multicast.sum",
+            "L2 out busy": "lts__lts2xbar_cycles_active.avg.pct_of_peak_sustained_elapsed",
+            "cluster": "launch__cluster_dim_x"}
+
+
+def counter_metrics():
+    from ablate.gpu import profile
+
+    return sorted({*profile.OWN, *CROSSBAR.values()})
+
+
+def counter_sides(record, libs):
+    """The driver's sides (ablate/gpu/profile_driver.py): the timed candidates fastest first,
+    each its library in `libs`, then the peer where one was timed."""
+    order = sorted(record["times_us"], key=record["times_us"].get)
+    peer = [{"name": record["peer"], "peer": record["peer"]}] if record.get("peer_us") else []
+    return [{"name": n, "so": libs[n]} for n in order] + peer
+
+
+def counter_table(found) -> list[str]:
+    """The counters of each side ({name: {metric: value}}, in order) as lines of a table."""
+    from ablate.gpu import profile
+
+    cols = {"us": (profile.TIME, lambda v: f"{v / 1e3:.2f}"),
+            **{k: (m, lambda v: f"{v:.1f}%") for k, m in profile.SOL.items() if k in ("tensor pipe", "DRAM", "L2")},
+            "into SMs": (CROSSBAR["into SMs"], lambda v: f"{v / 1e6:.0f} MB"),
+            "multicast": (CROSSBAR["multicast"], lambda v: f"{v / 1e6:.0f} MB"),
+            "L2 out busy": (CROSSBAR["L2 out busy"], lambda v: f"{v:.1f}%"),
+            "cluster": (CROSSBAR["cluster"], lambda v: f"{max(v, 1):.0f}")}
+    rows = [["", *cols]] + [[name, *(fmt(values[m]) if values.get(m) is not None else "-" for m, fmt in cols.values())]
+                            for name, values in found.items()]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["    " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+            for r in rows]
+
+
+def read_counters(job, record):
+    """The counters of the record's timed candidates and its peer at the job's shape
+    ({name: {metric: value}}), or the one line saying why ncu gave none."""
+    from ablate.build.compile import build
+    from ablate.gpu import profile
+    from ablate.job import candidates
+
+    spec = job.plugin.spec
+    variants = {n: candidates.base_on(job.base, spec, n) for n in record["times_us"]}
+    built = build(list(variants.values()), job.build, job.plugin, ROOT)  # the timing's builds, cached
+    sides = counter_sides(record, {n: str(built[v.name].lib) for n, v in variants.items()})
+    wire = {"kernel_dir": str(job.plugin.dir), "shape": job.shape, "seed": int(job.bench.get("seed") or 0),
+            "sides": sides}
+    bench = {**job.bench, "ncu_timeout_s": max(float(job.bench.get("ncu_timeout_s") or 120), 20.0 * len(sides))}
+    found, _, reason, _ = profile.run(wire, counter_metrics(), bench, [s["name"] for s in sides])
+    return found if found is not None else reason
+
+
 def jobs(args):
     """(label, job at that shape) for each shape asked, mode=gpu, on the peer's first name."""
     from ablate.job import plugins
@@ -93,6 +158,8 @@ def main(argv=None):
     p.add_argument("--candidates", default=None, help="all, or comma-separated names (default: those timed at the shape)")
     p.add_argument("--json", default=None, help="write every shape's record to this file")
     p.add_argument("--build-only", action="store_true", help="build every candidate and stop (no GPU)")
+    p.add_argument("--counters", action="store_true",
+                   help="then read each timed candidate's and the peer's counters with ncu, one launch each")
     p.add_argument("--override", action="append", default=[], help="Hydra override (repeatable)")
     args = p.parse_args(argv)
     from ablate.build.compile import build
@@ -121,6 +188,14 @@ def main(argv=None):
             print(f"    {n:22s} {t:10.2f} us" + (f"   {speed:.3f} of {record['peer']}'s speed" if speed else ""))
         for n, why in record["rejected"].items():
             print(f"    {n:22s} left out: {why}")
+        if args.counters:
+            found = read_counters(job, record)
+            if isinstance(found, str):
+                print(f"  counters: none: {found}")
+            else:
+                record["counters"] = found
+                print("  counters (ncu, one launch each, caches flushed, the GPU's clocks):")
+                print("\n".join(counter_table(found)))
     if args.json:
         Path(args.json).write_text(json.dumps(records, indent=1))
     return 0

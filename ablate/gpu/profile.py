@@ -88,10 +88,11 @@ def _number(text, unit):
     return value * _SCALE.get(unit.strip(), 1)
 
 
-def parse(text, metrics=None):
-    """ncu's raw CSV page → {"base": {metric: value}, "variant": {...}}: the rows grouped by
-    stream, streams in launch order (the driver runs the base first). `metrics`: keep only
-    these. ValueError when the text has no report or not two streams."""
+def parse(text, metrics=None, names=("base", "variant")):
+    """ncu's raw CSV page → {name: {metric: value}} for each of `names`: the rows grouped by
+    stream, streams in launch order (the driver runs its sides in the order named: a job's
+    base, then its variant). `metrics`: keep only these. ValueError when the text has no
+    report or not a stream for each name."""
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
     if start is None:
@@ -102,11 +103,11 @@ def parse(text, metrics=None):
     streams = {}
     for row in sorted(data, key=lambda r: int(r[col["ID"]])):
         streams.setdefault(row[col["Stream"]], []).append(row)
-    if len(streams) != 2:
-        raise ValueError(f"expected the launches of 2 streams (base, variant), found {len(streams)}")
+    if len(streams) != len(names):
+        raise ValueError(f"expected the launches of {len(names)} streams ({', '.join(names)}), found {len(streams)}")
     keep = [n for n in header if "__" in n and (metrics is None or n in metrics)]
     out = {}
-    for who, launches in zip(("base", "variant"), streams.values()):
+    for who, launches in zip(names, streams.values()):
         values = [{n: _number(r[col[n]], units[col[n]]) for n in keep} for r in launches]
         longest = max(values, key=lambda v: v.get(TIME) or 0)
         out[who] = {n: (sum(v[n] for v in values if v[n] is not None) if n.endswith(".sum") else longest[n])
@@ -125,8 +126,9 @@ def skip_reason(returncode, output):
     return f"ncu exited with code {returncode} and no report"
 
 
-def run(job, metrics, bench):
-    """(counters {"base", "variant"} or None, the CSV text or "", skip reason or None, seconds)."""
+def run(job, metrics, bench, names=("base", "variant")):
+    """(counters {name: {metric: value}} for `names` (the driver's sides: a job's base and
+    variant, or the wire's "sides") or None, the CSV text or "", skip reason or None, seconds)."""
     ncu = shutil.which(str(bench.get("ncu", "ncu")))
     if ncu is None:
         return None, "", f"ncu ({bench.get('ncu', 'ncu')}) is not on the PATH", 0.0
@@ -145,7 +147,7 @@ def run(job, metrics, bench):
     seconds = time.perf_counter() - tic
     output = proc.stdout + "\n" + proc.stderr
     try:
-        return parse(proc.stdout, set(metrics)), proc.stdout, None, seconds
+        return parse(proc.stdout, set(metrics), names), proc.stdout, None, seconds
     except ValueError as e:
         reason = skip_reason(proc.returncode, output) if proc.returncode or "==ERROR==" in output else f"ncu: {e}"
         return None, output[-20000:], reason, seconds
