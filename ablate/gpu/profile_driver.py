@@ -9,9 +9,9 @@ of the two libraries, "sides": [{"name", "so"} or {"name", "peer"}, ...], each a
 of the spec's PEERS, run in that order (tools/gemm_candidates.py --counters: each candidate
 configuration and cuBLAS).
 
-For each of base and variant (or each side), in that order: the kernel's inputs are made as the timing's
-first replicate makes its first input set (the spec's make_inputs, seed + 1), the kernel
-runs once untimed (module loading, lazy initialization), then once more between
+For each of base and variant (or each side), in that order: the kernel's inputs are made as
+the timing's first replicate makes its first input set (the spec's make_inputs, seed + 1), the
+kernel (or peer) runs once untimed (module loading, lazy initialization), then once more between
 cudaProfilerStart and cudaProfilerStop, on a CUDA stream of its own: ncu profiles only
 what runs in that range, and the stream tells the base's launches from the variant's in its
 report (profile.py groups the rows by stream, in launch order). The variant runs
@@ -66,7 +66,7 @@ def main(argv):
 
 
 def peer_kernel(kspec, name, shape):
-    """The spec's peer `name` at `shape` called as a kernel is: (inputs, shape)."""
+    """The spec's peer `name` at `shape`, called as a loaded kernel is: (inputs, shape)."""
     run = kspec.PEERS[name](shape)
     return lambda inputs, _shape: run(inputs)
 
