@@ -114,14 +114,11 @@ def counter_table(found) -> list[str]:
 def read_counters(job, record):
     """The counters of the record's timed candidates and its peer at the job's shape
     ({name: {metric: value}}), or the one line saying why ncu gave none."""
-    from ablate.build.compile import build
     from ablate.gpu import profile
-    from ablate.job import candidates
+    from ablate.gpu.autotune import candidate_builds
 
-    spec = job.plugin.spec
-    variants = {n: candidates.base_on(job.base, spec, n) for n in record["times_us"]}
-    built = build(list(variants.values()), job.build, job.plugin, ROOT)  # the timing's builds, cached
-    sides = counter_sides(record, {n: str(built[v.name].lib) for n, v in variants.items()})
+    built = candidate_builds(job, record["times_us"])  # the timing's builds, found again
+    sides = counter_sides(record, {n: str(b.lib) for n, b in built.items()})
     wire = {"kernel_dir": str(job.plugin.dir), "shape": job.shape, "seed": int(job.bench.get("seed") or 0),
             "sides": sides}
     bench = {**job.bench, "ncu_timeout_s": max(float(job.bench.get("ncu_timeout_s") or 120), 20.0 * len(sides))}

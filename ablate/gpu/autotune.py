@@ -160,6 +160,17 @@ def _timed_now(job, path) -> dict:
     return record
 
 
+def candidate_builds(job, names) -> dict:
+    """{name: its build (ablate/build/compile.py)} of the base of `job` on each candidate of
+    `names`, in one ninja run (what was built before is found again)."""
+    from ablate.build.compile import build
+    from ablate.job import candidates
+
+    variants = {n: candidates.base_on(job.base, job.plugin.spec, n) for n in names}
+    builds = build(list(variants.values()), job.build, job.plugin, ROOT)
+    return {n: builds[v.name] for n, v in variants.items()}
+
+
 def measure_candidates(job, names) -> dict:
     """Build the base of `job` on each candidate of `names` (one ninja run), then check and time
     them in the GPU child with the job's first peer: the record ({"kind": "candidates",
@@ -167,20 +178,17 @@ def measure_candidates(job, names) -> dict:
     "build_s", "seconds", ...}). AutotuneError where none compiles or passes."""
     import time
 
-    from ablate.build.compile import BuildError, build, first_error
+    from ablate.build.compile import BuildError, first_error
     from ablate.gpu.pool import run_worker
-    from ablate.job import candidates
 
     start = time.monotonic()
-    spec, shape = job.plugin.spec, job.shape
-    variants = {n: candidates.base_on(job.base, spec, n) for n in names}
+    shape = job.shape
     try:
-        builds = build(list(variants.values()), job.build, job.plugin, ROOT)
+        builds = candidate_builds(job, names)
     except BuildError as e:
         raise triton_autotune.AutotuneError(f"{job.kernel}: its candidates could not be built: {e}") from None
-    rejected = {n: f"does not compile: {first_error(builds[v.name].log)} (log: {builds[v.name].log_path})"
-                for n, v in variants.items() if not builds[v.name].ok}
-    libs = {n: str(builds[v.name].lib) for n, v in variants.items() if builds[v.name].ok}
+    rejected = {n: f"does not compile: {first_error(b.log)} (log: {b.log_path})" for n, b in builds.items() if not b.ok}
+    libs = {n: str(b.lib) for n, b in builds.items() if b.ok}
     if not libs:
         raise triton_autotune.AutotuneError(f"{job.kernel}: none of its candidates at {job.shape_name} compiles: "
                                             + "; ".join(f"{n} {why}" for n, why in rejected.items()))
