@@ -247,11 +247,12 @@ def test_the_tools_counters_are_known_to_ncu_and_set_side_by_side():
     found = {"skinny": {profile.TIME: 11100.0, f.CROSSBAR["into SMs"]: 165e6, f.CROSSBAR["multicast"]: 0.0,
                         f.CROSSBAR["cluster"]: 0.0},
              "torch_matmul": {profile.TIME: 8000.0, f.CROSSBAR["into SMs"]: 166e6, f.CROSSBAR["multicast"]: 111e6,
-                              f.CROSSBAR["cluster"]: 4.0}}
+                              f.CROSSBAR["L2 reads"]: 2.0e6, f.CROSSBAR["cluster"]: 4.0}}
     head, mine, peer = f.counter_table(found)
     assert head.split()[:2] == ["us", "tensor"] and "multicast" in head
     assert mine.split()[:2] == ["skinny", "11.10"] and "165 MB" in mine and mine.split()[-1] == "1"
     assert peer.split()[:2] == ["torch_matmul", "8.00"] and "111 MB" in peer and peer.split()[-1] == "4"
+    assert "L2 reads" in head and "64 MB" in peer  # sectors of 32 bytes
     assert mine.split()[2] == "-"  # no tensor pipe value given: a dash, not a zero
 
 

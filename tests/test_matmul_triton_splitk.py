@@ -115,13 +115,14 @@ def test_the_tail_split_launches_a_program_an_sm_and_is_timed_where_it_splits():
 # 128 x 320 over 200 x 360 (a second column of tiles whose strip is past n) on 2 persistent
 # programs, TMA loads and pointer loads; 128 x 192 over 264 x 392 x 200 (the strip of the last
 # column wholly past n, a K tail) on 3, descriptors from the host and from the device; 520 x 600 on
-# 4 programs of several tiles each, grouped by 2, C by pointers; a program per tile of 64 x 128.
+# 4 programs of several tiles each, grouped by 2, C by its TMA descriptor (the candidate's C leaves by
+# pointers); a program per tile of 64 x 128.
 STRIPS = [(200, 360, 200, "fp16", "wide_strip", True, None, {"NUM_SMS": 2}),
           (200, 360, 200, "fp16", "wide_strip", False, None, {"NUM_SMS": 2}),
           (264, 392, 200, "fp16", "wide_strip", True, None, {"NUM_SMS": 3, "BLOCK_N": 128}),
           (264, 392, 200, "fp16", "wide_strip", True, None, {"NUM_SMS": 3, "BLOCK_N": 128, "HOST_TMA": False}),
           (520, 600, 136, "fp16", "wide_strip", True, None,
-           {"NUM_SMS": 4, "GROUP_M": 2, "TMA_STORE": False}),
+           {"NUM_SMS": 4, "GROUP_M": 2, "TMA_STORE": True}),
           (520, 600, 136, "fp16", "wide_strip", True, None, {"PERSISTENT": False, "BLOCK_M": 64, "BLOCK_N": 64})]
 
 
@@ -140,6 +141,7 @@ def test_a_strip_widens_the_tiles_the_grid_counts():
     assert SPEC.tiles(shape, meta) == 13 * 9 and SPEC.tiles(shape, SPEC.META) == 13 * 12
     assert SPEC.grid(shape, meta) == (117,)
     assert SPEC.descriptors(meta)["s_host"] == ("b", (32, 64))
+    assert SPEC.descriptors(meta)["c_host"] is None  # C by pointers (TMA_STORE off)
     assert SPEC.descriptors(SPEC.META)["s_host"] is None
     assert SPEC.descriptors({**meta, "USE_TMA": False})["s_host"] is None
 
@@ -219,5 +221,5 @@ def test_pathologies_over_a_tail_split_base_keep_their_fingerprints_or_are_decla
 def test_pathologies_over_a_strip_base_keep_their_fingerprints():
     """At 1616 x 2864 x 3296 on wide_strip (117 tiles of 128 x 320): every pathology applies (the
     strip's tiles keep the tile loop apart from the K loop, persistent or not) and keeps its
-    fingerprint."""
-    pathologies_over("wide_strip", "sq4k_fp16", 1616, 2864, 3296, set(), '"STRIP_N": 64')
+    fingerprint, but no_tma_store (the candidate stores C by pointers already)."""
+    pathologies_over("wide_strip", "sq4k_fp16", 1616, 2864, 3296, {"no_tma_store"}, '"STRIP_N": 64')

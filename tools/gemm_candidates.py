@@ -21,7 +21,8 @@ measurement took. `--build-only` builds every candidate (no GPU needed).
 Compute, one launch each, caches flushed, at the GPU's own clocks (ablate/gpu/profile.py, as
 `bench.profile=true` reads a job's base and variant), and prints them side by side: the time, the
 tensor pipes', DRAM's and L2's share of their peaks, the bytes the SMs received from L2 and how
-many of them came by multicast (one L2 read delivered to every CTA of a cluster), and the
+many of them came by multicast (one L2 read delivered to every CTA of a cluster), the L2's reads
+behind them (fewer where multicast or the L2's request coalescer serve one read to several SMs), the
 crossbar's L2 side busy: where a candidate's time goes that the peer's does not.
 """
 import argparse
@@ -76,6 +77,11 @@ def chosen_candidates(spec, wanted, shape):
 # thirds of cuBLAS's by multicast; docs/history/2026-12-03-counters.md)
 CROSSBAR = {"into SMs": "l1tex__m_xbar2l1tex_read_bytes.sum",
             "multicast": "l1tex__m_xbar2l1tex_read_bytes_mem_global_op_tma_ld_dest_multicast.sum",
+            # the L2's reads for the SMs (32-byte sectors): under "into SMs" by what multicast and the
+            # L2's request coalescer (one read for the SMs of a GPC asking the same sector at once)
+            # deliver more than once (wide_strip at 1616 x 2864 x 3296: 346 MB into SMs from 298 MB of
+            # reads, from 191 MB with C stored by pointers; docs/history/2026-12-03-lrc.md)
+            "L2 reads": "lts__t_sectors_srcunit_tex_op_read.sum",
             "L2 out busy": "lts__lts2xbar_cycles_active.avg.pct_of_peak_sustained_elapsed",
             "cluster": "launch__cluster_dim_x"}
 
@@ -102,6 +108,7 @@ def counter_table(found) -> list[str]:
             **{k: (m, lambda v: f"{v:.1f}%") for k, m in profile.SOL.items() if k in ("tensor pipe", "DRAM", "L2")},
             "into SMs": (CROSSBAR["into SMs"], lambda v: f"{v / 1e6:.0f} MB"),
             "multicast": (CROSSBAR["multicast"], lambda v: f"{v / 1e6:.0f} MB"),
+            "L2 reads": (CROSSBAR["L2 reads"], lambda v: f"{v * 32 / 1e6:.0f} MB"),
             "L2 out busy": (CROSSBAR["L2 out busy"], lambda v: f"{v:.1f}%"),
             "cluster": (CROSSBAR["cluster"], lambda v: f"{max(v, 1):.0f}")}
     rows = [["", *cols]] + [[name, *(fmt(values[m]) if values.get(m) is not None else "-" for m, fmt in cols.values())]

@@ -160,8 +160,13 @@ CANDIDATES = {
     # twice as long at the barriers, the 64 x 32 wgmma); 128 x (256 + 64) on K steps of 32 at 0.95
     # of it, one wave of 117 tiles at 1616 x 2864. Shared memory 5 stages of 28 KiB and C's TMA
     # store, 208 936 B, the tile loop apart from the K loop (flattened, its wgmma serialize:
-    # base/matmul.py).
-    "wide_strip": {"STRIP_N": 64, "BLOCK_K": 32, "num_stages": 5},
+    # base/matmul.py). C leaves by pointers (TMA_STORE off; 143 400 B): measured faster at each of 4
+    # shapes, 1616 x 2864 x 3296 53.7 us against 60.4 (0.869 of cuBLAS against 0.772; H200, 2026-12-03,
+    # docs/history/2026-12-03-lrc.md), with the same K loop: ncu reads the same 346 MB into the SMs from
+    # 36% fewer L2 reads (the L2's request coalescer serving a read to 1.46 SMs against 1.12) and
+    # the tensor pipes 84.8% busy against 77.8%; why the coalescing changes is not settled. More
+    # stages in the freed memory (7, 8) were slower (55.2, 55.5 us).
+    "wide_strip": {"STRIP_N": 64, "BLOCK_K": 32, "num_stages": 5, "TMA_STORE": False},
     # Split K (base/matmul.py, split_k_program). Issue 62's check again (H200, 2026-12-02; 24 random
     # shapes): 0.816 of cuBLAS's speed (geometric mean), the worst shapes few output tiles over a long
     # k: 704 x 240 x 5472 0.632, 784 x 288 x 2448, 208 x 1328 x 1712, 880 x 496 x 1664 and 896 x 1008 x
