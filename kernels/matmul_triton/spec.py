@@ -163,7 +163,7 @@ CANDIDATES = {
     # base/matmul.py). C leaves by pointers (TMA_STORE off; 143 400 B): measured faster at each of 4
     # shapes, 1616 x 2864 x 3296 53.7 us against 60.4 (0.869 of cuBLAS against 0.772; H200, 2026-12-03,
     # docs/history/2026-12-03-lrc.md), with the same K loop: ncu reads the same 346 MB into the SMs from
-    # 36% fewer L2 reads (the L2's request coalescer serving a read to 1.46 SMs against 1.12) and
+    # 36% fewer L2 reads (the L2 request coalescer's sectors out per sector read 1.46 against 1.12) and
     # the tensor pipes 84.8% busy against 77.8%; why the coalescing changes is not settled. More
     # stages in the freed memory (7, 8) were slower (55.2, 55.5 us).
     "wide_strip": {"STRIP_N": 64, "BLOCK_K": 32, "num_stages": 5, "TMA_STORE": False},
