@@ -166,18 +166,13 @@ def main(argv=None):
                    help="then read each timed candidate's and the peer's counters with ncu, one launch each")
     p.add_argument("--override", action="append", default=[], help="Hydra override (repeatable)")
     args = p.parse_args(argv)
-    from ablate.build.compile import build
-    from ablate.gpu.autotune import measure_candidates, said_candidates
-    from ablate.job import candidates
+    from ablate.gpu.autotune import candidate_builds, measure_candidates, said_candidates
 
     records = {}
     for label, job in jobs(args):
         names = chosen_candidates(job.plugin.spec, args.candidates, job.shape)
         if args.build_only:
-            from dataclasses import replace
-
-            variants = [replace(candidates.on(job.base, job.plugin.spec, n), name=f"none@{n}") for n in names]
-            built = build(variants, job.build, job.plugin, ROOT)
+            built = candidate_builds(job, names)  # what the timing builds, so that it finds them built
             bad = [n for n, r in built.items() if not r.ok]
             print(f"{label}: {len(built) - len(bad)} of {len(built)} candidates built"
                   + (f"; failed: {', '.join(bad)}" if bad else ""))
