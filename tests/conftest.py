@@ -139,6 +139,22 @@ def kept_build_dir(name: str) -> Path:
     return session_build_dir() / "kept" / name
 
 
+def module_at(path: Path, name: str):
+    """The Python file at `path` imported as a module named `name` (a tool under tools/, a test
+    file's cases), without putting its folder on sys.path."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def tool(name: str):
+    """tools/<name>.py as a module."""
+    return module_at(ROOT / "tools" / f"{name}.py", name)
+
+
 def lock_state(folder: Path) -> str:
     """"held" where another open file holds the build folder's lock (`folder`/.lock: a build
     reading its results), "free" where it can be taken at once: the probe of the tests that

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 from ablate.job import plugins  # noqa: E402
 from ablate.pipeline import job_of, run_job  # noqa: E402
 
-from conftest import composed_again_untimed  # noqa: E402
+from conftest import composed_again_untimed, tool  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "plugins"
 pytestmark = pytest.mark.gpu
@@ -44,7 +44,6 @@ def test_the_candidates_tool_reads_each_candidates_counters_and_the_peers():
     """tools/gemm_candidates.py --counters on matmul_triton at a small shape: ncu reads one launch
     of each timed candidate, fastest first, and of cuBLAS, each on its own stream, and every side
     has a time and the bytes its SMs received from L2."""
-    import importlib.util
     import shutil
 
     from ablate.gpu import profile
@@ -53,16 +52,13 @@ def test_the_candidates_tool_reads_each_candidates_counters_and_the_peers():
 
     if shutil.which("ncu") is None:
         pytest.skip("ncu is not on the PATH")
-    path = Path(__file__).resolve().parents[1] / "tools" / "gemm_candidates.py"
-    spec = importlib.util.spec_from_file_location("gemm_candidates_gpu", path)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    candidates_tool = tool("gemm_candidates")
     cfg = plugins.compose("matmul_triton", ["pathology=none", "mode=gpu", "shape=sq2k_bf16", "shape.m=256",
                                             "shape.n=384", "shape.k=208"])
     job = make_job(cfg, "small")
     record = measure_candidates(job, ["m64", "square"])
-    found = tool.read_counters(job, record)
+    found = candidates_tool.read_counters(job, record)
     assert not isinstance(found, str), found
     assert list(found) == [*sorted(record["times_us"], key=record["times_us"].get), record["peer"]]
     for name, values in found.items():
-        assert values[profile.TIME] > 0 and values[tool.CROSSBAR["into SMs"]] > 0, (name, values)
+        assert values[profile.TIME] > 0 and values[candidates_tool.CROSSBAR["into SMs"]] > 0, (name, values)

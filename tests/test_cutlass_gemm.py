@@ -12,6 +12,7 @@ import pytest
 from ablate.build import static
 from ablate.build.library import Kernel
 from ablate.job import plugins
+from conftest import module_at, tool
 
 GEMM = plugins.load("cutlass_gemm")
 SPEC = GEMM.spec
@@ -201,19 +202,12 @@ def test_an_instance_is_its_types_config_and_the_split_k_sum_is_not_launched_as_
     assert not SPEC.launched(name, {**shape, "dtype": "fp16" if dtype == "bf16" else "bf16"}, configs)
 
 
-def module_at(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def tool():
-    return module_at(GEMM.dir.parents[1] / "tools" / "gemm_candidates.py", "gemm_candidates")
+def gemm_tool():
+    return tool("gemm_candidates")
 
 
 def test_the_tool_takes_shapes_by_glob_or_by_field_and_names_what_it_refuses():
-    f = tool()
+    f = gemm_tool()
     assert f.shape_names(GEMM, "sq4k*,decode_m64") == ["sq4k", "sq4k_bf16", "decode_m64"]
     with pytest.raises(SystemExit, match=r"--shapes: 'nope_\*' matches no shape of cutlass_gemm"):
         f.shape_names(GEMM, "nope_*")
@@ -237,7 +231,7 @@ def test_the_tools_counters_are_known_to_ncu_and_set_side_by_side():
     from ablate.gpu import profile
     from ablate.job import counters
 
-    f = tool()
+    f = gemm_tool()
     counters.check_names(f.counter_metrics(), "tools/gemm_candidates.py")
     record = {"times_us": {"large": 30.0, "skinny": 11.1}, "peer": "torch_matmul", "peer_us": 11.5}
     libs = {"large": "l.so", "skinny": "s.so"}

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import tool
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -86,9 +87,7 @@ def test_the_readmes_figure_is_drawn_from_recorded_figures():
     """tools/plot_recorded_sweep.py draws the README's figure from the history's figures: each
     must still be there, word for word (the script refuses otherwise)."""
     assert (ROOT / "docs" / "img" / "attention-s512-h100.png").exists()
-    spec = importlib.util.spec_from_file_location("plot_recorded_sweep", ROOT / "tools" / "plot_recorded_sweep.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = tool("plot_recorded_sweep")
     ranked = module.ranked_table()
     assert len(ranked) == 13 and set(ranked["significant"]) == {"yes", "no"}
     assert ranked.loc[ranked["pathology"] == "none", "significant"].item() == "no"

@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 from ablate.job import plugins
 from ablate.job.job import make_job, shape_base
-from conftest import kept_build_dir
+from conftest import kept_build_dir, tool
 
 ROOT = Path(__file__).resolve().parents[1]
 MATMUL = plugins.load("matmul_triton")
@@ -140,23 +140,19 @@ def test_pathologies_without_meaning_at_a_configuration_are_declared_not_applica
 
 def test_the_candidates_tool_takes_matmul_tritons_shapes_and_candidates():
     """tools/gemm_candidates.py times any kernel's candidates: matmul_triton's by glob over its grid."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("gemm_candidates", ROOT / "tools" / "gemm_candidates.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    names = tool.shape_names(MATMUL, "decode_m1*,sq2k_*,decode_m1_bf16")
+    candidates_tool = tool("gemm_candidates")
+    names = candidates_tool.shape_names(MATMUL, "decode_m1*,sq2k_*,decode_m1_bf16")
     assert names == ["decode_m128_bf16", "decode_m128_down_bf16", "decode_m16_bf16", "decode_m16_down_bf16",
                      "decode_m1_bf16", "decode_m1_fp16", "sq2k_bf16", "sq2k_fp16"]
     with pytest.raises(SystemExit, match="'nope_\\*' matches no shape of matmul_triton"):
-        tool.shape_names(MATMUL, "nope_*")
+        candidates_tool.shape_names(MATMUL, "nope_*")
     # spec.candidates: every one at sq2k but the split-K ones (1024 tiles of 64 x 64: no few tiles to split)
     # and the tail-split ones (256 tiles of 128 x 128, 124 past one wave; 128 of 128 x 256: none split)
-    assert tool.chosen_candidates(SPEC, None, shape("sq2k_bf16")) == [n for n, c in SPEC.CANDIDATES.items()
-                                                                       if "SPLIT_K" not in c and "TAIL_SPLIT" not in c]
-    assert tool.chosen_candidates(SPEC, "all", shape("sq2k_bf16")) == list(SPEC.CANDIDATES)
+    assert candidates_tool.chosen_candidates(SPEC, None, shape("sq2k_bf16")) == [
+        n for n, c in SPEC.CANDIDATES.items() if "SPLIT_K" not in c and "TAIL_SPLIT" not in c]
+    assert candidates_tool.chosen_candidates(SPEC, "all", shape("sq2k_bf16")) == list(SPEC.CANDIDATES)
     with pytest.raises(SystemExit, match=r"--candidates: \['huge'\] are not in spec.CANDIDATES"):
-        tool.chosen_candidates(SPEC, "huge", shape("sq2k_bf16"))
+        candidates_tool.chosen_candidates(SPEC, "huge", shape("sq2k_bf16"))
 
 
 def test_every_candidate_compiles_for_sm_90_with_every_instance():
@@ -249,11 +245,7 @@ def test_every_pathology_keeps_its_fingerprint_on_a_skinny_base_or_is_declared_n
 def test_the_random_gemm_check_draws_the_shapes_it_states():
     """tools/gemm_random_check.py: the draw stated before it ran (seed 62; m, n, k log-uniform in
     [128, 8192], multiples of 16; half FP16, half BF16), the same on every machine."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("gemm_random_check", ROOT / "tools" / "gemm_random_check.py")
-    check = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(check)
+    check = tool("gemm_random_check")
     shapes = check.draw(62, 24)
     assert shapes == check.draw(62, 24) and shapes != check.draw(63, 24)
     assert len(shapes) == 24 and sorted(s["dtype"] for s in shapes) == ["bf16"] * 12 + ["fp16"] * 12
