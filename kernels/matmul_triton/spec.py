@@ -206,7 +206,7 @@ CANDIDATES = {
     # its tile's others), measured at 896 x 1008 x 3808 (H200, 2026-12-04; docs/history/2026-12-04-bands.md):
     # 128 x 128 split 2 19.2 us, 128 x 256 split 4 23.3 (~12 us of K loop, ~8 of exchange); nor split 0
     # running 6 fewer K steps and handing its partial to split 1 (17.8-18.2 us: a poll and a load in series
-    # after split 1's loop); m64 17.0-17.4, cuBLAS 13.2-13.5.
+    # after split 1's loop; taken inside that loop, slower again); m64 17.0-17.4, cuBLAS 13.2-13.5.
 }
 SPLIT_K_MIN_K = 1024  # k below this is not split (a prediction: too few K steps to share)
 # SPLIT_K is no META entry but a default of the function (1), as TAIL_SPLIT is: an integer power
